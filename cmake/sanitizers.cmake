@@ -1,0 +1,5 @@
+if(DI_SANITIZE)
+  string(REPLACE ";" "," _san "${DI_SANITIZE}")
+  add_compile_options(-fsanitize=${_san} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${_san})
+endif()

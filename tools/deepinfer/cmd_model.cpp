@@ -1,0 +1,221 @@
+// `deepinfer score`, `generate` and `inspect`: the model-level subcommands.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "core/log.h"
+#include "engine/offline.h"
+#include "jsonl.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::cli {
+
+namespace {
+
+int fail(const Status& s) {
+  std::fprintf(stderr, "deepinfer: error: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+struct ModelArgs {
+  std::string model_dir;
+  std::string input, output;
+  int threads = 0;
+};
+
+Result<std::unique_ptr<Backend>> make_cpu(int threads) {
+  BackendConfig bc;
+  bc.num_threads = threads;
+  return Backend::create(bc);
+}
+
+int run_score(const ModelArgs& a, int64_t top_k) {
+  if (top_k < 0) return fail(Status::invalid_argument("--top-logprobs must be >= 0"));
+  auto lines = read_jsonl(a.input);
+  if (!lines.is_ok()) return fail(lines.status());
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<nlohmann::json> ids;
+  for (const auto& l : *lines) {
+    auto toks = token_array(l, "tokens", a.input);
+    if (!toks.is_ok()) return fail(toks.status());
+    seqs.push_back(std::move(toks).value());
+    ids.push_back(l.value.contains("id") ? l.value["id"] : nlohmann::json(l.line_no));
+  }
+  auto backend = make_cpu(a.threads);
+  if (!backend.is_ok()) return fail(backend.status());
+  auto model = v4::V4Model::load(a.model_dir, **backend);
+  if (!model.is_ok()) return fail(model.status());
+  for (size_t i = 0; i < seqs.size(); ++i)
+    for (int32_t t : seqs[i])
+      if (t >= (*model)->config().vocab_size)
+        return fail(Status::invalid_argument(a.input + ":" + std::to_string((*lines)[i].line_no) + ": token id " +
+                                             std::to_string(t) + " >= vocab_size " +
+                                             std::to_string((*model)->config().vocab_size)));
+  ScoreOptions opt;
+  opt.top_logprobs = top_k;
+  auto results = score_sequences(**model, seqs, opt);
+  if (!results.is_ok()) return fail(results.status());
+  AtomicWriter w(a.output);
+  if (!w.ok()) return fail(Status::invalid_argument(a.output + ": cannot write"));
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const ScoreResult& r = (*results)[i];
+    nlohmann::json lp = nlohmann::json::array(), top = nlohmann::json::array();
+    for (size_t t = 0; t < r.token_logprobs.size(); ++t) {
+      lp.push_back(r.token_logprobs[t] ? nlohmann::json(*r.token_logprobs[t]) : nlohmann::json(nullptr));
+      if (t == 0) {
+        top.push_back(nullptr);
+        continue;
+      }
+      nlohmann::json alts = nlohmann::json::array();
+      for (const auto& [id, v] : r.top_logprobs[t]) alts.push_back({id, v});
+      top.push_back(alts);
+    }
+    nlohmann::json j{{"id", ids[i]}, {"token_logprobs", lp}};
+    if (top_k > 0) j["top_logprobs"] = top;
+    w.line(j);
+  }
+  Status s = w.commit();
+  return s.is_ok() ? 0 : fail(s);
+}
+
+int run_generate(const ModelArgs& a) {
+  auto lines = read_jsonl(a.input);
+  if (!lines.is_ok()) return fail(lines.status());
+  std::vector<GenerateRequest> reqs;
+  std::vector<nlohmann::json> ids;
+  for (const auto& l : *lines) {
+    const std::string where = a.input + ":" + std::to_string(l.line_no) + ": ";
+    auto toks = token_array(l, "prompt_tokens", a.input);
+    if (!toks.is_ok()) return fail(toks.status());
+    GenerateRequest r;
+    r.prompt = std::move(toks).value();
+    if (l.value.contains("max_tokens")) {
+      if (!l.value["max_tokens"].is_number_integer() || l.value["max_tokens"].get<int64_t>() < 0)
+        return fail(Status::invalid_argument(where + "'max_tokens' must be a non-negative integer"));
+      r.max_tokens = l.value["max_tokens"].get<int64_t>();
+    }
+    if (l.value.contains("temperature") &&
+        (!l.value["temperature"].is_number() || l.value["temperature"].get<double>() != 0.0))
+      return fail(Status::unsupported(where + "only greedy decoding (temperature 0) is implemented so far"));
+    reqs.push_back(std::move(r));
+    ids.push_back(l.value.contains("id") ? l.value["id"] : nlohmann::json(l.line_no));
+  }
+  auto backend = make_cpu(a.threads);
+  if (!backend.is_ok()) return fail(backend.status());
+  auto model = v4::V4Model::load(a.model_dir, **backend);
+  if (!model.is_ok()) return fail(model.status());
+  auto results = generate_greedy(**model, reqs);
+  if (!results.is_ok()) return fail(results.status());
+  AtomicWriter w(a.output);
+  if (!w.ok()) return fail(Status::invalid_argument(a.output + ": cannot write"));
+  for (size_t i = 0; i < reqs.size(); ++i)
+    w.line({{"id", ids[i]}, {"tokens", (*results)[i].tokens}, {"finish_reason", (*results)[i].finish_reason}});
+  Status s = w.commit();
+  return s.is_ok() ? 0 : fail(s);
+}
+
+int run_inspect(const std::string& dir, bool as_json);
+
+}  // namespace
+
+void register_model_commands(CLI::App& app, Registry& reg) {
+  auto args = std::make_shared<ModelArgs>();
+  auto top_k = std::make_shared<int64_t>(0);
+  CLI::App* score = app.add_subcommand("score", "log-probabilities of given token sequences (JSONL in/out)");
+  score->add_option("model_dir", args->model_dir, "model folder")->required();
+  score->add_option("--input", args->input, "JSONL: {\"id\", \"tokens\": [ints]}")->required();
+  score->add_option("--output", args->output, "JSONL: {\"id\", \"token_logprobs\", \"top_logprobs\"}")->required();
+  score->add_option("--top-logprobs", *top_k, "alternatives per position");
+  score->add_option("--threads", args->threads, "CPU threads (0: all)");
+  reg.add(score, [args, top_k] { return run_score(*args, *top_k); });
+
+  auto gargs = std::make_shared<ModelArgs>();
+  CLI::App* gen = app.add_subcommand("generate", "greedy generation from token prompts (JSONL in/out)");
+  gen->add_option("model_dir", gargs->model_dir, "model folder")->required();
+  gen->add_option("--input", gargs->input, "JSONL: {\"id\", \"prompt_tokens\", \"max_tokens\", \"temperature\": 0}")
+      ->required();
+  gen->add_option("--output", gargs->output, "JSONL: {\"id\", \"tokens\", \"finish_reason\"}")->required();
+  gen->add_option("--threads", gargs->threads, "CPU threads (0: all)");
+  reg.add(gen, [gargs] { return run_generate(*gargs); });
+
+  auto dir = std::make_shared<std::string>();
+  auto as_json = std::make_shared<bool>(false);
+  CLI::App* insp = app.add_subcommand("inspect", "config summary, tensor inventory, parameter and state sizes");
+  insp->add_option("model_dir", *dir, "model folder")->required();
+  insp->add_flag("--json", *as_json, "print JSON");
+  reg.add(insp, [dir, as_json] { return run_inspect(*dir, *as_json); });
+}
+
+namespace {
+
+int run_inspect(const std::string& dir, bool as_json) {
+  auto ck = Checkpoint::open(dir, /*require_weights=*/false);
+  if (!ck.is_ok()) return fail(ck.status());
+  auto cfg = v4::V4Config::from_json(ck->config(), dir + "/config.json");
+  if (!cfg.is_ok()) return fail(cfg.status());
+  const v4::V4Config& c = *cfg;
+  bool mtp = false;
+  struct Inv { int64_t tensors = 0; uint64_t bytes = 0; uint64_t params = 0; };
+  std::map<std::string, Inv> inv;
+  uint64_t total_bytes = 0, total_params = 0;
+  for (const auto& t : ck->tensors()) {
+    auto& e = inv[std::string(dtype_name(t.info->dtype))];
+    const uint64_t bytes = t.info->end - t.info->begin;
+    const bool is_scale = t.info->name.size() > 6 && t.info->name.substr(t.info->name.size() - 6) == ".scale";
+    // Packed FP4 holds two parameters per byte; scales are metadata, not parameters.
+    const uint64_t params = is_scale ? 0 : (t.info->dtype == DType::kI8 || t.info->dtype == DType::kU8)
+                                               ? 2 * bytes : static_cast<uint64_t>(shape_numel(t.info->shape));
+    e.tensors++;
+    e.bytes += bytes;
+    e.params += params;
+    total_bytes += bytes;
+    total_params += params;
+    mtp |= v4::canonical_tensor_name(t.info->name).rfind("mtp.0.", 0) == 0;
+  }
+  const v4::StateSizes ss = v4::state_sizes(c, mtp);
+  int64_t n_swa = 0, n_csa = 0, n_hca = 0, n_hash = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    n_swa += c.attn_kinds[l] == v4::AttnKind::kSliding;
+    n_csa += c.attn_kinds[l] == v4::AttnKind::kCsa;
+    n_hca += c.attn_kinds[l] == v4::AttnKind::kHca;
+    n_hash += c.hash_moe[l];
+  }
+  nlohmann::json j;
+  j["model_dir"] = dir;
+  j["config"] = {{"model_type", "deepseek_v4"}, {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
+                 {"layers", c.num_layers}, {"sliding_layers", n_swa}, {"csa_layers", n_csa},
+                 {"hca_layers", n_hca}, {"hash_moe_layers", n_hash}, {"heads", c.num_heads},
+                 {"head_dim", c.head_dim}, {"rope_dim", c.rope_dim}, {"window", c.window},
+                 {"routed_experts", c.n_routed_experts}, {"experts_per_token", c.experts_per_tok},
+                 {"moe_intermediate_size", c.moe_inter}, {"index_topk", c.index_topk}, {"hc_mult", c.hc_mult},
+                 {"mtp_head", mtp}};
+  nlohmann::json dt = nlohmann::json::object();
+  for (const auto& [k, v] : inv) dt[k] = {{"tensors", v.tensors}, {"bytes", v.bytes}, {"parameters", v.params}};
+  j["tensors"] = {{"count", ck->tensors().size()}, {"bytes", total_bytes}, {"parameters", total_params},
+                  {"by_dtype", dt}};
+  j["state"] = {{"bytes_per_token", ss.bytes_per_token}, {"bytes_per_sequence", ss.bytes_per_sequence},
+                {"dtype", "f32"}};
+  if (as_json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model        %s (deepseek_v4)\n", dir.c_str());
+  std::printf("layers       %lld: %lld sliding, %lld CSA, %lld HCA; %lld hash-routed MoE%s\n",
+              (long long)c.num_layers, (long long)n_swa, (long long)n_csa, (long long)n_hca, (long long)n_hash,
+              mtp ? "; MTP head" : "");
+  std::printf("shapes       hidden %lld, heads %lld x %lld (rope %lld), window %lld, experts %lld top-%lld x %lld\n",
+              (long long)c.hidden, (long long)c.num_heads, (long long)c.head_dim, (long long)c.rope_dim,
+              (long long)c.window, (long long)c.n_routed_experts, (long long)c.experts_per_tok,
+              (long long)c.moe_inter);
+  std::printf("tensors      %zu, %.3f GB, %.3f B parameters\n", ck->tensors().size(), total_bytes / 1e9,
+              total_params / 1e9);
+  for (const auto& [k, v] : inv)
+    std::printf("  %-8s   %6lld tensors %12llu bytes %14llu parameters\n", k.c_str(), (long long)v.tensors,
+                (unsigned long long)v.bytes, (unsigned long long)v.params);
+  std::printf("state (f32)  %.1f bytes per token, %zu bytes per sequence (rings + open windows)\n",
+              ss.bytes_per_token, ss.bytes_per_sequence);
+  return 0;
+}
+
+}  // namespace
+}  // namespace deepinfer::cli
