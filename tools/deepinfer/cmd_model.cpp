@@ -70,9 +70,7 @@ int run_score(const ModelArgs& a, int64_t top_k) {
       for (const auto& [id, v] : r.top_logprobs[t]) alts.push_back({id, v});
       top.push_back(alts);
     }
-    nlohmann::json j{{"id", ids[i]}, {"token_logprobs", lp}};
-    if (top_k > 0) j["top_logprobs"] = top;
-    w.line(j);
+    w.line({{"id", ids[i]}, {"token_logprobs", lp}, {"top_logprobs", top}});
   }
   Status s = w.commit();
   return s.is_ok() ? 0 : fail(s);
