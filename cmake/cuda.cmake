@@ -15,6 +15,6 @@ if(DI_HAS_CUDA)
     set(CMAKE_CUDA_ARCHITECTURES 90a)
   endif()
   enable_language(CUDA)
-  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 knows no CUDA20 flag for nvcc
 endif()
 message(STATUS "deepinfer: CUDA backend ${DI_HAS_CUDA}")

@@ -15,6 +15,7 @@ struct Registry {
 };
 
 void register_model_commands(CLI::App& app, Registry& reg);      // score, generate, inspect
+void register_bench_commands(CLI::App& app, Registry& reg);      // bench, devices
 void register_tokenizer_commands(CLI::App& app, Registry& reg);  // tokenize, detokenize
 
 }  // namespace deepinfer::cli

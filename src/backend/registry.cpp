@@ -1,0 +1,22 @@
+// The only file that knows whether the CUDA backend was compiled in (DI_HAS_CUDA).
+#include "backend/registry.h"
+
+#if DI_HAS_CUDA
+namespace deepinfer::cuda {
+std::vector<std::string> list_devices();
+}
+#endif
+
+namespace deepinfer {
+
+bool cuda_compiled_in() { return DI_HAS_CUDA != 0; }
+
+std::vector<std::string> list_devices() {
+  std::vector<std::string> out{"cpu"};
+#if DI_HAS_CUDA
+  for (auto& d : cuda::list_devices()) out.push_back(std::move(d));
+#endif
+  return out;
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,145 @@
+// `deepinfer bench MODEL_DIR`: prefill and decode throughput of the CPU backend on a real or tiny
+// checkpoint, with the memory floor next to it (weight bytes a decode step reads over the
+// measured copy bandwidth). Prints a table and optionally writes JSON for bench/results/.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "backend/registry.h"
+#include "commands.h"
+#include "model/deepseek_v4/model.h"
+
+namespace deepinfer::cli {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Single-thread-per-core memcpy bandwidth over a buffer larger than the caches (GB/s).
+double measure_copy_bandwidth(ThreadPool& pool) {
+  const size_t bytes = size_t{256} << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double best = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = now_s();
+    pool.parallel_for(static_cast<int64_t>(bytes >> 20), 1, [&](int64_t i0, int64_t i1) {
+      std::memcpy(b.data() + (i0 << 20), a.data() + (i0 << 20), static_cast<size_t>(i1 - i0) << 20);
+    });
+    const double dt = now_s() - t0;
+    best = std::max(best, 2.0 * bytes / dt / 1e9);  // read + write
+  }
+  return best;
+}
+
+struct BenchArgs {
+  std::string model_dir, json_out;
+  int64_t prompt_len = 64, gen_len = 32, batch = 1;
+  int threads = 0;
+};
+
+int run_bench(const BenchArgs& a) {
+  if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0) {
+    std::fprintf(stderr, "deepinfer: error: --prompt-len and --batch must be > 0, --gen-len >= 0\n");
+    return 2;
+  }
+  BackendConfig bc;
+  bc.num_threads = a.threads;
+  auto backend = Backend::create(bc);
+  if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
+  auto model = v4::V4Model::load(a.model_dir, **backend);
+  if (!model.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", model.status().to_string().c_str()), 1;
+  v4::V4Model& m = **model;
+  const auto& c = m.config();
+  std::mt19937 rng(1234);
+  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(c.vocab_size - 1));
+  std::vector<std::vector<int32_t>> prompts(a.batch);
+  for (auto& p : prompts) {
+    p.resize(a.prompt_len);
+    for (auto& t : p) t = tok(rng);
+  }
+  std::vector<v4::SequenceState> states;
+  states.reserve(a.batch);
+  std::vector<v4::SeqInput> batch;
+  for (auto& p : prompts) {
+    states.push_back(m.new_sequence());
+    batch.push_back({&states.back(), p, false});
+  }
+  v4::ForwardOutput out;
+  const double t0 = now_s();
+  Status s = m.forward(batch, out);
+  const double prefill_s = now_s() - t0;
+  if (!s.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", s.to_string().c_str()), 1;
+  std::vector<int32_t> next(a.batch);
+  double decode_s = 0;
+  for (int64_t step = 0; step < a.gen_len; ++step) {
+    for (int64_t b = 0; b < a.batch; ++b) {
+      next[b] = tok(rng);
+      batch[b].tokens = std::span<const int32_t>(&next[b], 1);
+    }
+    const double t1 = now_s();
+    s = m.forward(batch, out);
+    decode_s += now_s() - t1;
+    if (!s.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", s.to_string().c_str()), 1;
+  }
+  // A decode step reads every dense weight once plus the routed experts the batch touches;
+  // the floor counts all of them once (upper bound on bytes, so a lower bound on time).
+  size_t weight_bytes = 0;
+  auto ck = Checkpoint::open(a.model_dir);
+  if (ck.is_ok())
+    for (const auto& t : ck->tensors()) weight_bytes += t.info->end - t.info->begin;
+  const double bw = measure_copy_bandwidth((*backend)->pool());
+  const double step_ms = a.gen_len ? decode_s / a.gen_len * 1e3 : 0;
+  const double floor_ms = weight_bytes / (bw * 1e9) * 1e3;
+  const double prefill_tps = a.batch * a.prompt_len / prefill_s;
+  const double decode_tps = a.gen_len ? a.batch * a.gen_len / decode_s : 0;
+  std::printf("model %s, %d threads, batch %lld, prompt %lld, gen %lld\n", a.model_dir.c_str(),
+              (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len, (long long)a.gen_len);
+  std::printf("prefill  %10.1f tokens/s  (%.3f s)\n", prefill_tps, prefill_s);
+  std::printf("decode   %10.1f tokens/s  step %.3f ms; memory floor %.3f ms (%.1f MB weights / %.1f GB/s) = %.2fx floor\n",
+              decode_tps, step_ms, floor_ms, weight_bytes / 1e6, bw, floor_ms > 0 ? step_ms / floor_ms : 0.0);
+  if (!a.json_out.empty()) {
+    nlohmann::json j{{"model_dir", a.model_dir},
+                     {"backend", "cpu"},
+                     {"threads", (*backend)->pool().size()},
+                     {"hardware_concurrency", std::thread::hardware_concurrency()},
+                     {"batch", a.batch},
+                     {"prompt_len", a.prompt_len},
+                     {"gen_len", a.gen_len},
+                     {"prefill_tokens_per_s", prefill_tps},
+                     {"decode_tokens_per_s", decode_tps},
+                     {"decode_step_ms", step_ms},
+                     {"weight_bytes", weight_bytes},
+                     {"copy_bandwidth_gb_s", bw},
+                     {"decode_floor_ms", floor_ms},
+                     {"devices", list_devices()}};
+    std::ofstream(a.json_out) << j.dump(2) << '\n';
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_commands(CLI::App& app, Registry& reg) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* b = app.add_subcommand("bench", "prefill and decode throughput on a checkpoint");
+  b->add_option("model_dir", a->model_dir, "model folder")->required();
+  b->add_option("--prompt-len", a->prompt_len, "prompt tokens per sequence");
+  b->add_option("--gen-len", a->gen_len, "decode steps");
+  b->add_option("--batch", a->batch, "sequences decoded together");
+  b->add_option("--threads", a->threads, "CPU threads (0: all)");
+  b->add_option("--json", a->json_out, "write the results as JSON to this file");
+  reg.add(b, [a] { return run_bench(*a); });
+
+  CLI::App* d = app.add_subcommand("devices", "backends compiled in and the devices they see");
+  reg.add(d, [] {
+    for (const auto& dev : list_devices()) std::printf("%s\n", dev.c_str());
+    return 0;
+  });
+}
+
+}  // namespace deepinfer::cli
