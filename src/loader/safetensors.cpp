@@ -49,6 +49,7 @@ Result<TensorInfo> parse_entry(const std::string& path, const std::string& name,
   if (info.end > data_size)
     return err("data_offsets [" + std::to_string(info.begin) + ", " + std::to_string(info.end) +
                ") past the end of the data (" + std::to_string(data_size) + " bytes; file truncated?)");
+  if (numel > (1ull << 62) / dtype_size(info.dtype)) return err("shape too large");  // bytes must not wrap
   if (info.end - info.begin != numel * dtype_size(info.dtype))
     return err("byte size " + std::to_string(info.end - info.begin) + " does not match " +
                std::string(dtype_name(info.dtype)) + " " + shape_to_string(info.shape));
@@ -97,12 +98,18 @@ Result<std::shared_ptr<const SafetensorsFile>> SafetensorsFile::open(const std::
     file->by_name_[info.name] = file->tensors_.size();
     file->tensors_.push_back(std::move(info));
   }
+  // Empty tensors occupy no bytes and overlap nothing; every other one must start at or after
+  // the furthest end seen so far (in begin order).
   std::vector<const TensorInfo*> sorted;
-  for (const auto& t : file->tensors_) sorted.push_back(&t);
+  for (const auto& t : file->tensors_)
+    if (t.end > t.begin) sorted.push_back(&t);
   std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i]->begin < sorted[i - 1]->end && sorted[i]->end > sorted[i]->begin)
-      return header_error(path, "tensors '" + sorted[i - 1]->name + "' and '" + sorted[i]->name + "' overlap");
+  const TensorInfo* furthest = nullptr;
+  for (const TensorInfo* t : sorted) {
+    if (furthest && t->begin < furthest->end)
+      return header_error(path, "tensors '" + furthest->name + "' and '" + t->name + "' overlap");
+    if (!furthest || t->end > furthest->end) furthest = t;
+  }
   file->self_ = file;
   return std::shared_ptr<const SafetensorsFile>(file);
 }
