@@ -50,6 +50,7 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir, bool require_weights
         return Status::invalid_argument(index_path.string() + ": shard name '" + shard + "' is not a plain file name");
       by_shard[shard].push_back(it.key());
     }
+    if (by_shard.empty()) return Status::invalid_argument(index_path.string() + ": 'weight_map' lists no tensors");
     if (!require_weights && !fs::exists(fs::path(dir) / by_shard.begin()->first, ec)) return ck;
     for (const auto& [shard, names] : by_shard) {
       DI_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open((fs::path(dir) / shard).string()));
