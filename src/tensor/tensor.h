@@ -29,7 +29,7 @@ class Tensor {
   /// Owned, zero-initialised host memory.
   static Tensor zeros(DType dtype, Shape shape);
 
-  bool defined() const { return data_ != nullptr || numel() == 0 && owner_ != nullptr; }
+  bool defined() const { return data_ != nullptr || (numel() == 0 && owner_ != nullptr); }
   DType dtype() const { return dtype_; }
   Device device() const { return Device::kCpu; }
   const Shape& shape() const { return shape_; }

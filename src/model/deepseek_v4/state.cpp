@@ -9,10 +9,22 @@ constexpr int64_t kEntriesPerBlock = 64;
 }
 
 void RowBlocks::append(const float* row) {
-  if (size_ % rows_per_block_ == 0)
-    blocks_.push_back(std::unique_ptr<float[]>(new float[rows_per_block_ * dim_]()));
+  if (size_ % rows_per_block_ == 0) {
+    blocks_.push_back(std::shared_ptr<float[]>(new float[rows_per_block_ * dim_]()));
+  } else if (blocks_.back().use_count() > 1) {
+    std::shared_ptr<float[]> copy(new float[rows_per_block_ * dim_]);
+    std::memcpy(copy.get(), blocks_.back().get(), rows_per_block_ * dim_ * sizeof(float));
+    blocks_.back() = std::move(copy);
+  }
   std::memcpy(blocks_.back().get() + (size_ % rows_per_block_) * dim_, row, dim_ * sizeof(float));
   ++size_;
+}
+
+size_t RowBlocks::unique_bytes() const {
+  size_t n = 0;
+  for (const auto& b : blocks_)
+    if (b.use_count() == 1) n += rows_per_block_ * dim_ * sizeof(float);
+  return n;
 }
 
 CompressorState::CompressorState(int64_t ratio_, int64_t width_, bool overlap_, int64_t rows_per_block)

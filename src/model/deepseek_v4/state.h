@@ -17,7 +17,9 @@
 
 namespace deepinfer::v4 {
 
-/// Rows of `dim` floats appended one at a time, stored in blocks of `rows_per_block`.
+/// Rows of `dim` floats appended one at a time, stored in blocks of `rows_per_block`. Copies share
+/// blocks (a prefix-cache snapshot costs pointers, not rows); appending into a shared, partly
+/// filled block clones it first, so a copy never sees rows appended after it was taken.
 class RowBlocks {
  public:
   RowBlocks(int64_t dim, int64_t rows_per_block) : dim_(dim), rows_per_block_(rows_per_block) {}
@@ -27,11 +29,13 @@ class RowBlocks {
   int64_t dim() const { return dim_; }
   int64_t rows_per_block() const { return rows_per_block_; }
   size_t bytes() const { return blocks_.size() * rows_per_block_ * dim_ * sizeof(float); }
+  /// Bytes in blocks not shared with any other copy.
+  size_t unique_bytes() const;
 
  private:
   int64_t dim_, rows_per_block_;
   int64_t size_ = 0;
-  std::vector<std::unique_ptr<float[]>> blocks_;
+  std::vector<std::shared_ptr<float[]>> blocks_;
 };
 
 struct WindowRing {
