@@ -217,26 +217,40 @@ Result<V4Config> V4Config::from_json(const nlohmann::json& j, const std::string&
   c.hash_moe = std::move(hash);
 
   // ---- RoPE: rope_parameters {main, compress} or flat rope_theta / compress_rope_theta / rope_scaling.
+  // The flat spelling is parsed whenever present; next to rope_parameters it must agree.
+  RopeConfig flat_main, flat_compress;
+  DI_ASSIGN_OR_RETURN(flat_main.theta, r.number("rope_theta", 10000.0));
+  DI_ASSIGN_OR_RETURN(flat_compress.theta, r.number("compress_rope_theta", 160000.0));
+  if (r.has("rope_scaling")) {
+    const auto& rs = j["rope_scaling"];
+    if (!rs.is_object()) return r.error("rope_scaling must be an object");
+    Reader rr(rs, where + ": rope_scaling");
+    DI_ASSIGN_OR_RETURN(std::string type, rr.string("type", std::string("")));
+    if (type.empty()) { DI_ASSIGN_OR_RETURN(type, rr.string("rope_type", std::string("yarn"))); }
+    if (type != "yarn") return r.error("rope_scaling type '" + type + "' is not supported (yarn)");
+    flat_compress.yarn = true;
+    DI_ASSIGN_OR_RETURN(flat_compress.factor, rr.number("factor"));
+    DI_ASSIGN_OR_RETURN(flat_compress.original_max_position, rr.number("original_max_position_embeddings"));
+    DI_ASSIGN_OR_RETURN(flat_compress.beta_fast, rr.number("beta_fast", 32.0));
+    DI_ASSIGN_OR_RETURN(flat_compress.beta_slow, rr.number("beta_slow", 1.0));
+  }
   if (r.has("rope_parameters") && j["rope_parameters"].is_object() && j["rope_parameters"].contains("main")) {
     DI_ASSIGN_OR_RETURN(c.rope_main, parse_rope_dict(r, j["rope_parameters"]["main"], "main"));
     if (!j["rope_parameters"].contains("compress")) return r.error("rope_parameters has 'main' but no 'compress'");
     DI_ASSIGN_OR_RETURN(c.rope_compress, parse_rope_dict(r, j["rope_parameters"]["compress"], "compress"));
+    if (r.has("rope_theta") && flat_main.theta != c.rope_main.theta)
+      return r.error("rope_theta contradicts rope_parameters.main.rope_theta");
+    if (r.has("compress_rope_theta") && flat_compress.theta != c.rope_compress.theta)
+      return r.error("compress_rope_theta contradicts rope_parameters.compress.rope_theta");
+    const RopeConfig& a = flat_compress;
+    const RopeConfig& b = c.rope_compress;
+    if (r.has("rope_scaling") && (a.yarn != b.yarn || a.factor != b.factor ||
+                                  a.original_max_position != b.original_max_position ||
+                                  a.beta_fast != b.beta_fast || a.beta_slow != b.beta_slow))
+      return r.error("rope_scaling contradicts rope_parameters.compress");
   } else {
-    DI_ASSIGN_OR_RETURN(c.rope_main.theta, r.number("rope_theta", 10000.0));
-    DI_ASSIGN_OR_RETURN(c.rope_compress.theta, r.number("compress_rope_theta", 160000.0));
-    if (r.has("rope_scaling")) {
-      const auto& rs = j["rope_scaling"];
-      if (!rs.is_object()) return r.error("rope_scaling must be an object");
-      Reader rr(rs, where + ": rope_scaling");
-      DI_ASSIGN_OR_RETURN(std::string type, rr.string("type", std::string("")));
-      if (type.empty()) { DI_ASSIGN_OR_RETURN(type, rr.string("rope_type", std::string("yarn"))); }
-      if (type != "yarn") return r.error("rope_scaling type '" + type + "' is not supported (yarn)");
-      c.rope_compress.yarn = true;
-      DI_ASSIGN_OR_RETURN(c.rope_compress.factor, rr.number("factor"));
-      DI_ASSIGN_OR_RETURN(c.rope_compress.original_max_position, rr.number("original_max_position_embeddings"));
-      DI_ASSIGN_OR_RETURN(c.rope_compress.beta_fast, rr.number("beta_fast", 32.0));
-      DI_ASSIGN_OR_RETURN(c.rope_compress.beta_slow, rr.number("beta_slow", 1.0));
-    }
+    c.rope_main = flat_main;
+    c.rope_compress = flat_compress;
   }
 
   // ---- quantisation (weights' block size; the dtype itself comes from the tensors).
