@@ -17,8 +17,8 @@
 //      p >= min_p * p_max). This is the brief's / vLLM v0 order; vLLM v1 applies min_p before
 //      top_k/top_p, which differs only in which mass top_p measures.
 //   5. sample by inverse CDF: one uniform u = rng_uniform(key, position) in [0, 1); walk the
-//      survivors in ascending id order, accumulating exp(logit/T - max) in double; pick the first
-//      whose running sum exceeds u * total. One draw per token instead of one per vocabulary
+//      survivors in ascending id order, accumulating w = expf(logit/T - max) in double; pick the
+//      first whose running sum exceeds u * total. (Tokens whose w underflows to 0 are dropped.) One draw per token instead of one per vocabulary
 //      entry (Gumbel-max), and the same law.
 //
 // Logprobs are those of the model's raw distribution: log_softmax of the unmodified logits row

@@ -1,5 +1,6 @@
 #include "sample/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -151,6 +152,33 @@ TEST(SamplerTest, TopPOnLargeVocabularyUsesTheWholeTail) {
   EXPECT_EQ(kept, 2500);
   EXPECT_GT(probs[0], 0.0);     // ties by lower id: ids 0..2499 kept
   EXPECT_EQ(probs[2500], 0.0);
+}
+
+// The bucketed top_p cut equals a plain full sort on random rows (many crossing buckets).
+TEST(SamplerTest, TopPMatchesFullSortReference) {
+  for (uint32_t seed = 0; seed < 30; ++seed) {
+    SamplingParams p;
+    p.top_p = 0.05f + 0.03f * seed;
+    p.temperature = 0.5f + 0.05f * seed;
+    const auto l = random_logits(3000, 900 + seed);
+    std::vector<std::pair<double, int32_t>> sorted;
+    for (int32_t i = 0; i < 3000; ++i) sorted.push_back({std::exp(static_cast<double>(l[i]) / p.temperature), i});
+    std::sort(sorted.begin(), sorted.end(), [](auto a, auto b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+    double total = 0;
+    for (auto& e : sorted) total += e.first;
+    std::set<int32_t> want;
+    double cum = 0;
+    for (auto& e : sorted) {
+      want.insert(e.second);
+      cum += e.first;
+      if (cum >= p.top_p * total) break;
+    }
+    std::set<int32_t> got;
+    const auto probs = probs_of(l, p);
+    for (int32_t i = 0; i < 3000; ++i)
+      if (probs[i] > 0) got.insert(i);
+    EXPECT_EQ(got, want) << "seed " << seed << " top_p " << p.top_p;
+  }
 }
 
 TEST(SamplerTest, TopPAppliesToTheTopKSurvivors) {
