@@ -1,0 +1,369 @@
+#include "engine/engine.h"
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "core/log.h"
+#include "engine/sequence.h"
+#include "kv/prefix_cache.h"
+#include "model/deepseek_v4/model.h"
+#include "tokenizer/tokenizer.h"
+#include <numeric>
+
+namespace deepinfer {
+
+Status EngineOptions::validate() const {
+  DI_TRY(sched.validate());
+  if (state_capacity_bytes <= 0) return Status::invalid_argument("state capacity must be positive");
+  if (prefix_cache_bytes < 0) return Status::invalid_argument("prefix cache bytes must be >= 0");
+  if (max_context < 2) return Status::invalid_argument("max_context must be >= 2");
+  if (threads < 0) return Status::invalid_argument("threads must be >= 0");
+  return Status::ok();
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+class Engine final : public EngineClient {
+ public:
+  Engine(EngineOptions opts, std::unique_ptr<Backend> backend, std::unique_ptr<v4::V4Model> model,
+         std::unique_ptr<SequenceFactory> factory, ModelInfo info)
+      : opts_(std::move(opts)),
+        backend_(std::move(backend)),
+        model_(std::move(model)),
+        factory_(std::move(factory)),
+        info_(std::move(info)),
+        sizes_(v4::state_sizes(model_->config(), model_->has_mtp())),
+        prefix_(block_tokens(model_->config()), opts_.prefix_cache_bytes > 0 ? opts_.prefix_cache_bytes : 1) {
+    opts_.sched.chunk_align = prefix_.block_tokens();
+    loop_ = std::thread([this] { run(); });
+  }
+  ~Engine() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    loop_.join();
+  }
+
+  Result<std::shared_ptr<RequestStream>> submit(EngineRequest req) override {
+    DI_TRY(validate(req));
+    auto ctx = std::make_shared<RequestCtx>();
+    ctx->stream = std::make_shared<RequestStream>();
+    ctx->submitted = Clock::now();
+    if (!req.sampling.seed) req.sampling.seed = seed_source_();  // drawn once: sampling stays a pure function
+    ctx->req = std::move(req);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return Status::cancelled("engine is shutting down");
+    if (static_cast<int64_t>(inbox_.size() + waiting_.size()) >= opts_.sched.max_waiting)
+      return Status::resource_exhausted("the request queue is full; retry later");
+    if (by_id_.count(ctx->req.id)) return Status::invalid_argument("duplicate request id '" + ctx->req.id + "'");
+    by_id_[ctx->req.id] = ctx;
+    inbox_.push_back(ctx);
+    cv_.notify_all();
+    return ctx->stream;
+  }
+
+  void cancel(const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = by_id_.find(id);
+    if (it != by_id_.end()) it->second->cancelled = true;
+    cv_.notify_all();
+  }
+
+  EngineStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  const ModelInfo& model_info() const override { return info_; }
+
+ private:
+  static int64_t block_tokens(const v4::V4Config& c) {
+    // A multiple of every compression ratio: at a block boundary no compressor window is open.
+    int64_t b = 1;
+    for (int64_t r : c.ratios)
+      if (r > 0) b = std::lcm(b, r);
+    return std::max<int64_t>(b, 16);
+  }
+
+  Status validate(const EngineRequest& req) const {
+    if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
+    for (int32_t t : req.prompt)
+      if (t < 0 || t >= info_.vocab_size)
+        return Status::invalid_argument("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                        std::to_string(info_.vocab_size) + ")");
+    DI_TRY(req.sampling.validate(info_.vocab_size));
+    const int64_t prompt = static_cast<int64_t>(req.prompt.size());
+    if (prompt >= info_.max_context)
+      return Status::invalid_argument("the prompt has " + std::to_string(prompt) + " tokens; the context length is " +
+                                      std::to_string(info_.max_context));
+    const int64_t total = prompt + req.sampling.max_tokens.value_or(info_.max_context - prompt);
+    if (total > info_.max_context)
+      return Status::invalid_argument("prompt (" + std::to_string(prompt) + " tokens) + max_tokens (" +
+                                      std::to_string(*req.sampling.max_tokens) + ") exceeds the context length " +
+                                      std::to_string(info_.max_context));
+    if (req.sampling.n > opts_.sched.max_running)
+      return Status::invalid_argument("n = " + std::to_string(req.sampling.n) + " exceeds the engine's " +
+                                      std::to_string(opts_.sched.max_running) + " concurrent sequences");
+    if (!req.sampling.stop.empty() && !factory_->has_tokenizer())
+      return Status::invalid_argument("stop strings need a tokenizer; this model folder has none");
+    const int64_t need = static_cast<int64_t>(sizes_.bytes_per_sequence + sizes_.bytes_per_token * total);
+    if (need > opts_.state_capacity_bytes)
+      return Status::invalid_argument("the request needs " + std::to_string(need) + " bytes of state, more than the "
+                                      "engine's capacity of " + std::to_string(opts_.state_capacity_bytes));
+    return Status::ok();
+  }
+
+  int64_t estimate_bytes(const Sequence& s, int64_t extra_tokens) const {
+    return static_cast<int64_t>(sizes_.bytes_per_sequence +
+                                sizes_.bytes_per_token * static_cast<double>(s.tokens.size() + extra_tokens));
+  }
+
+  void run();
+  bool step();
+  void take_inbox();
+  void admit();
+  void preempt_to_fit();
+  void finish(Sequence& s, const std::string& reason, std::optional<std::string> stop);
+  void publish_stats();
+
+  EngineOptions opts_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<v4::V4Model> model_;
+  std::unique_ptr<SequenceFactory> factory_;
+  ModelInfo info_;
+  v4::StateSizes sizes_;
+  PrefixCache prefix_;
+  StepCostModel cost_;
+  std::random_device seed_source_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::deque<std::shared_ptr<RequestCtx>> inbox_;
+  std::unordered_map<std::string, std::shared_ptr<RequestCtx>> by_id_;
+  EngineStats stats_;
+
+  // Engine-thread state.
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  uint64_t arrivals_ = 0;
+  int64_t state_bytes_ = 0;
+  int64_t stats_preemptions_ = 0;
+  int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
+  std::thread loop_;
+};
+
+void Engine::run() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !running_.empty() || !waiting_.empty(); });
+      if (stopping_) break;
+    }
+    take_inbox();
+    step();
+    publish_stats();
+  }
+  // Shutdown: every open request gets a terminal event.
+  take_inbox();
+  for (auto& s : running_) finish(*s, "cancelled", std::nullopt);
+  for (auto& s : waiting_) finish(*s, "cancelled", std::nullopt);
+}
+
+void Engine::take_inbox() {
+  std::deque<std::shared_ptr<RequestCtx>> in;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in.swap(inbox_);
+  }
+  for (auto& ctx : in) {
+    ctx->remaining = ctx->req.sampling.n;
+    for (int i = 0; i < ctx->req.sampling.n; ++i) {
+      auto s = factory_->make(ctx, i);
+      s->key = {ctx->req.priority, arrivals_++};
+      waiting_.push_back(std::move(s));
+    }
+  }
+  std::stable_sort(waiting_.begin(), waiting_.end(), [](const auto& a, const auto& b) { return a->key.before(b->key); });
+}
+
+void Engine::finish(Sequence& s, const std::string& reason, std::optional<std::string> stop) {
+  if (s.finished) return;
+  s.finished = true;
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::kFinished;
+  ev.sample_index = s.sample_index;
+  ev.finish_reason = reason;
+  ev.stop_string = std::move(stop);
+  ev.prompt_tokens = s.prompt_len;
+  ev.completion_tokens = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
+  ev.cached_prompt_tokens = s.cached_tokens;
+  s.ctx->stream->push(std::move(ev));
+  if (s.state) state_bytes_ -= s.state_bytes;
+  s.state.reset();
+  if (--s.ctx->remaining == 0) {
+    s.ctx->stream->close();
+    std::lock_guard<std::mutex> lock(mu_);
+    by_id_.erase(s.ctx->req.id);
+  }
+}
+
+void Engine::admit() {
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opts_.sched.max_running) {
+    Sequence& s = *waiting_.front();
+    if (state_bytes_ + estimate_bytes(s, 1) > opts_.state_capacity_bytes && !running_.empty()) break;
+    s.state = std::make_unique<v4::SequenceState>(model_->new_sequence());
+    s.computed = 0;
+    if (opts_.prefix_cache_bytes > 0) {
+      // At least one token must be computed to get logits for the next token.
+      PrefixCache::Hit hit = prefix_.lookup(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
+      if (hit.tokens > 0) {
+        *s.state = *static_cast<const v4::SequenceState*>(hit.payload.get());
+        s.computed = hit.tokens;
+        s.cached_tokens = std::max(s.cached_tokens, hit.tokens);
+      }
+    }
+    s.state_bytes = estimate_bytes(s, 1);
+    state_bytes_ += s.state_bytes;
+    running_.push_back(std::move(waiting_.front()));
+    waiting_.pop_front();
+  }
+}
+
+void Engine::preempt_to_fit() {
+  // Every running sequence grows by at most one token per step; evict the latest-scheduled
+  // sequences (recompute later) until the growth fits.
+  for (;;) {
+    int64_t need = 0;
+    for (const auto& s : running_) need += estimate_bytes(*s, 1);
+    if (need <= opts_.state_capacity_bytes || running_.size() <= 1) return;
+    auto victim = std::max_element(running_.begin(), running_.end(),
+                                   [](const auto& a, const auto& b) { return a->key.before(b->key); });
+    Sequence& v = **victim;
+    state_bytes_ -= v.state_bytes;
+    v.state.reset();
+    v.computed = 0;
+    ++stats_preemptions_;
+    waiting_.push_front(std::move(*victim));
+    running_.erase(victim);
+  }
+}
+
+bool Engine::step() {
+  // Cancelled requests leave first (their state is freed now).
+  for (auto& s : running_)
+    if (s->ctx->cancelled) finish(*s, "cancelled", std::nullopt);
+  for (auto& s : waiting_)
+    if (s->ctx->cancelled) finish(*s, "cancelled", std::nullopt);
+  std::erase_if(running_, [](const auto& s) { return s->finished; });
+  std::erase_if(waiting_, [](const auto& s) { return s->finished; });
+
+  admit();
+  preempt_to_fit();
+  if (running_.empty()) return false;
+  std::stable_sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->key.before(b->key); });
+
+  std::vector<SeqDemand> demand;
+  for (const auto& s : running_) {
+    const int64_t pending = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    demand.push_back({pending, s->computed, pending == 1 && s->computed >= s->prompt_len});
+  }
+  const StepPlan plan = plan_step(opts_.sched, demand, cost_);
+  std::vector<v4::SeqInput> batch;
+  std::vector<Sequence*> members;
+  double token_ctx = 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (plan.tokens[i] == 0) continue;
+    Sequence& s = *running_[i];
+    batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, plan.tokens[i]), false});
+    members.push_back(&s);
+    token_ctx += static_cast<double>(plan.tokens[i]) * (s.computed + plan.tokens[i] / 2.0);
+  }
+  if (batch.empty()) return false;
+  v4::ForwardOutput out;
+  const auto t0 = Clock::now();
+  Status st = model_->forward(batch, out);
+  cost_.observe(static_cast<double>(plan.total), token_ctx, std::chrono::duration<double>(Clock::now() - t0).count());
+  if (!st.is_ok()) {
+    DI_LOG(Error, "forward failed: %s", st.to_string().c_str());
+    for (Sequence* s : members) {
+      StreamEvent ev;
+      ev.kind = StreamEvent::Kind::kError;
+      ev.error = st;
+      s->ctx->stream->push(std::move(ev));
+      finish(*s, "error", std::nullopt);
+    }
+    return false;
+  }
+  const int64_t V = info_.vocab_size;
+  for (size_t b = 0; b < members.size(); ++b) {
+    Sequence& s = *members[b];
+    s.computed += static_cast<int64_t>(batch[b].tokens.size());
+    if (opts_.prefix_cache_bytes > 0 && s.computed <= s.prompt_len && s.computed % prefix_.block_tokens() == 0 &&
+        !prefix_.contains(std::span<const int32_t>(s.tokens.data(), s.computed))) {
+      auto snap = std::make_shared<v4::SequenceState>(*s.state);
+      const int64_t bytes = static_cast<int64_t>(snap->bytes());
+      prefix_.insert(std::span<const int32_t>(s.tokens.data(), s.computed), std::move(snap), bytes);
+    }
+    if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;  // prefill chunk, no token yet
+    if (!s.first_token_at) {
+      s.first_token_at = Clock::now();
+      prompt_tokens_total_ += s.prompt_len;
+    }
+    ++generation_tokens_total_;
+    const auto finish_reason = s.append(std::span<const float>(out.logits.data() + out.row_offsets[b] * V, V));
+    const int64_t new_bytes = estimate_bytes(s, 1);
+    state_bytes_ += new_bytes - s.state_bytes;
+    s.state_bytes = new_bytes;
+    if (finish_reason) finish(s, finish_reason->reason, finish_reason->stop_string);
+  }
+  std::erase_if(running_, [](const auto& s) { return s->finished; });
+  return true;
+}
+
+void Engine::publish_stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.waiting = static_cast<int64_t>(waiting_.size() + inbox_.size());
+  stats_.running = static_cast<int64_t>(running_.size());
+  stats_.state_bytes_used = state_bytes_ + prefix_.stats().bytes;
+  stats_.state_bytes_capacity = opts_.state_capacity_bytes + opts_.prefix_cache_bytes;
+  stats_.prefix_cache_hit_tokens = prefix_.stats().hit_tokens;
+  stats_.prefix_cache_queries = prefix_.stats().lookups;
+  stats_.preemptions = stats_preemptions_;
+  stats_.prompt_tokens_total = prompt_tokens_total_;
+  stats_.generation_tokens_total = generation_tokens_total_;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, const EngineOptions& opts) {
+  DI_TRY(opts.validate());
+  BackendConfig bc;
+  bc.num_threads = opts.threads;
+  DI_ASSIGN_OR_RETURN(auto backend, Backend::create(bc));
+  DI_ASSIGN_OR_RETURN(auto model, v4::V4Model::load(model_dir, *backend));
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const auto tok_path = std::filesystem::path(model_dir) / "tokenizer.json";
+  if (opts.load_tokenizer && std::filesystem::exists(tok_path)) {
+    DI_ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_path(tok_path));
+  }
+  ModelInfo info;
+  info.name = opts.served_model_name.empty() ? std::filesystem::path(model_dir).filename().string()
+                                             : opts.served_model_name;
+  if (info.name.empty()) info.name = std::filesystem::path(model_dir).parent_path().filename().string();
+  info.vocab_size = model->config().vocab_size;
+  info.max_context = opts.max_context;
+  info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
+  auto factory = std::make_unique<SequenceFactory>(std::move(tok), info.eos_token_id, info.max_context);
+  return std::unique_ptr<EngineClient>(
+      new Engine(opts, std::move(backend), std::move(model), std::move(factory), std::move(info)));
+}
+
+}  // namespace deepinfer

@@ -1,0 +1,31 @@
+// Engine: the serving engine over one model. Requests arrive through EngineClient::submit (any
+// thread); one engine thread runs the step loop: admit (capacity first: state bytes), plan (decode
+// first, then prefill chunks within the token budget and target step time), run one ragged
+// forward, sample, post-process, stream events. Sequences that no longer fit are preempted and
+// later recomputed: the CPU forward is bitwise invariant to batching and chunking, so a recomputed
+// sequence continues exactly as it would have. Prompt prefixes are cached as state snapshots at
+// block boundaries (kv/prefix_cache.h).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/engine_client.h"
+#include "sched/scheduler.h"
+
+namespace deepinfer {
+
+struct EngineOptions {
+  SchedulerConfig sched;
+  int64_t state_capacity_bytes = int64_t{4} << 30;  // model state of all running sequences
+  int64_t prefix_cache_bytes = int64_t{512} << 20;  // 0 disables the prefix cache
+  int64_t max_context = 65536;                      // prompt + generated tokens per sequence
+  int threads = 0;                                  // CPU threads (0: all)
+  std::string served_model_name;                    // default: the folder's name
+  bool load_tokenizer = true;                       // tokenizer.json when present (stop strings)
+  Status validate() const;
+};
+
+Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, const EngineOptions& opts);
+
+}  // namespace deepinfer

@@ -1,0 +1,73 @@
+#include "engine/sequence.h"
+
+#include "sample/stop.h"
+#include "tokenizer/incremental_decoder.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer {
+
+Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens, int32_t eos,
+                   const tokenizer::Tokenizer* tokenizer)
+    : ctx(std::move(c)), sample_index(index), max_tokens_(max_tokens), eos_(eos) {
+  tokens = ctx->req.prompt;
+  prompt_len = static_cast<int64_t>(tokens.size());
+  if (!ctx->req.sampling.stop.empty() && tokenizer) {
+    detok_ = std::make_unique<tokenizer::IncrementalDecoder>(*tokenizer);
+    stops_ = std::make_unique<StopMatcher>(ctx->req.sampling.stop);
+  }
+}
+
+Sequence::~Sequence() = default;
+
+std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
+  const SamplingParams& p = ctx->req.sampling;
+  const int32_t eos_ids[1] = {eos_};
+  SampleRow row;
+  row.logits = logits;
+  row.params = &p;
+  row.prompt_tokens = std::span<const int32_t>(tokens.data(), prompt_len);
+  row.output_tokens = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
+  row.eos_token_ids = eos_ids;
+  row.rng = RngKey{*p.seed, static_cast<uint32_t>(sample_index)};
+  row.position = static_cast<int64_t>(tokens.size()) - prompt_len;
+  SampleResult r = sample_row(row);
+  tokens.push_back(r.token);
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::kTokens;
+  ev.sample_index = sample_index;
+  ev.tokens.push_back({r.token, r.logprob, std::move(r.top_logprobs)});
+  ctx->stream->push(std::move(ev));
+  return check_stop(r.token);
+}
+
+std::optional<FinishInfo> Sequence::check_stop(int32_t token) {
+  const SamplingParams& p = ctx->req.sampling;
+  const int64_t generated = static_cast<int64_t>(tokens.size()) - prompt_len;
+  const int32_t eos_ids[1] = {eos_};
+  if (stops_) {  // stop strings: matched on the detokenized text, across token boundaries
+    auto text = detok_->push(token);
+    if (text.is_ok()) {
+      StopMatcher::Update u = stops_->push(*text, generated >= p.min_tokens);
+      if (u.stop_index) return FinishInfo{"stop", stops_->stop_string(*u.stop_index)};
+    }
+  }
+  switch (check_token_stop(token, generated, p, eos_ids, max_tokens_)) {
+    case FinishReason::kStop: return FinishInfo{"stop", std::nullopt};
+    case FinishReason::kLength: return FinishInfo{"length", std::nullopt};
+    case FinishReason::kNone: break;
+  }
+  return std::nullopt;
+}
+
+SequenceFactory::SequenceFactory(std::unique_ptr<tokenizer::Tokenizer> tokenizer, int32_t eos, int64_t max_context)
+    : tokenizer_(std::move(tokenizer)), eos_(eos), max_context_(max_context) {}
+
+SequenceFactory::~SequenceFactory() = default;
+
+std::unique_ptr<Sequence> SequenceFactory::make(std::shared_ptr<RequestCtx> ctx, int sample_index) const {
+  const int64_t prompt = static_cast<int64_t>(ctx->req.prompt.size());
+  const int64_t max_tokens = ctx->req.sampling.max_tokens.value_or(max_context_ - prompt);
+  return std::make_unique<Sequence>(std::move(ctx), sample_index, max_tokens, eos_, tokenizer_.get());
+}
+
+}  // namespace deepinfer

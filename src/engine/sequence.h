@@ -1,0 +1,84 @@
+// Sequence: one sample of one request inside the engine (a request with n > 1 has n of them).
+// Holds the token history (prompt + generated), how much of it the model state has consumed,
+// and the per-sample stop logic. append() samples the next token from a logits row, streams it,
+// and says whether the sample finished (EOS, stop id, stop string, max_tokens, context).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/engine_client.h"
+#include "model/deepseek_v4/state.h"
+#include "sample/sampler.h"
+#include "sched/scheduler.h"
+
+namespace deepinfer {
+
+namespace tokenizer {
+class Tokenizer;
+class IncrementalDecoder;
+}  // namespace tokenizer
+class StopMatcher;
+
+struct RequestCtx {
+  EngineRequest req;
+  std::shared_ptr<RequestStream> stream;
+  std::chrono::steady_clock::time_point submitted;
+  std::atomic<bool> cancelled{false};
+  int remaining = 0;  // samples not finished yet (engine thread only)
+};
+
+struct FinishInfo {
+  std::string reason;  // "stop" or "length"
+  std::optional<std::string> stop_string;
+};
+
+class Sequence {
+ public:
+  Sequence(std::shared_ptr<RequestCtx> ctx, int sample_index, int64_t max_tokens, int32_t eos,
+           const tokenizer::Tokenizer* tokenizer);
+  ~Sequence();
+
+  /// Samples from `logits` (the row after the last token), appends and streams the token.
+  std::optional<FinishInfo> append(std::span<const float> logits);
+
+  std::shared_ptr<RequestCtx> ctx;
+  int sample_index = 0;
+  std::vector<int32_t> tokens;  // prompt + generated
+  int64_t prompt_len = 0;
+  SchedKey key;
+  std::unique_ptr<v4::SequenceState> state;  // null while waiting or preempted
+  int64_t computed = 0;       // tokens consumed by `state`
+  int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
+  int64_t state_bytes = 0;    // accounted against the engine's capacity
+  bool finished = false;
+  std::optional<std::chrono::steady_clock::time_point> first_token_at;
+
+ private:
+  std::optional<FinishInfo> check_stop(int32_t token);
+
+  int64_t max_tokens_;
+  int32_t eos_;
+  std::unique_ptr<tokenizer::IncrementalDecoder> detok_;  // only with stop strings
+  std::unique_ptr<StopMatcher> stops_;
+};
+
+class SequenceFactory {
+ public:
+  SequenceFactory(std::unique_ptr<tokenizer::Tokenizer> tokenizer, int32_t eos, int64_t max_context);
+  ~SequenceFactory();
+  bool has_tokenizer() const { return tokenizer_ != nullptr; }
+  std::unique_ptr<Sequence> make(std::shared_ptr<RequestCtx> ctx, int sample_index) const;
+
+ private:
+  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
+  int32_t eos_;
+  int64_t max_context_;
+};
+
+}  // namespace deepinfer
