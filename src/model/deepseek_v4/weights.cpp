@@ -206,8 +206,9 @@ Result<BlockWeights> load_block(Binder& b, const std::string& p, const V4Config&
 std::string canonical_tensor_name(std::string_view name) {
   std::string s(name);
   if (starts_with(s, "model.")) s = s.substr(6);
-  if (s == "embed_tokens.weight") return "embed.weight";
-  if (s == "lm_head.weight") return "head.weight";
+  // transformers' embed_tokens / lm_head, for the weight and its companion scale alike.
+  if (starts_with(s, "embed_tokens.")) return "embed." + s.substr(13);
+  if (starts_with(s, "lm_head.")) return "head." + s.substr(8);
   // transformers writes hc_head.hc_{fn,base,scale}; upstream writes hc_head_{fn,base,scale}.
   for (const char* part : {"fn", "base", "scale"}) {
     const std::string hf = std::string("hc_head.hc_") + part;
