@@ -1,0 +1,41 @@
+// Route handlers and the helpers they share. Each handler parses and fully validates its
+// request, then either answers at once or returns a streaming producer (SSE).
+#pragma once
+
+#include <string>
+
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/http_server.h"
+#include "server/openai_types.h"
+
+namespace deepinfer::server {
+
+HttpResponse json_response(const Json& body, int status = 200);
+HttpResponse error_response(const ApiError& err);
+/// A non-ok Status as an OpenAI error (api_error.h does the mapping); `perr` names the field.
+HttpResponse status_response(const Status& status, const ParseError* perr = nullptr);
+
+/// kNotFound unless `model` is empty or the served name.
+Status check_model(const ServerContext& ctx, const std::string& model);
+/// Server policy on the sampling fields (stop strings need a tokenizer, n limit); the ranges
+/// are SamplingParams::validate's, run by Generation::start.
+Status check_common(const ServerContext& ctx, const CommonRequest& req);
+/// 503 while draining.
+bool refuse_when_draining(ServerContext& ctx, HttpResponse& out);
+
+/// A token as text for logprobs: its bytes (lossy UTF-8), or "token_id:<id>" without a tokenizer.
+std::string token_text(const ServerContext& ctx, int32_t id);
+/// Its bytes as a JSON array of integers (chat logprobs `bytes`).
+Json token_bytes_json(const ServerContext& ctx, int32_t id);
+int64_t unix_time();
+/// Maps the engine's finish reason ("stop", "length", "cancelled") to the API's.
+std::string api_finish_reason(const std::string& engine_reason);
+
+HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& req);
+HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& req);
+HttpResponse handle_models(ServerContext& ctx, const HttpRequest& req);
+HttpResponse handle_health(ServerContext& ctx, const HttpRequest& req);
+HttpResponse handle_metrics(ServerContext& ctx, const HttpRequest& req);
+
+}  // namespace deepinfer::server

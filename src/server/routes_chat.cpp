@@ -1,0 +1,366 @@
+// POST /v1/chat/completions: OpenAI messages through the V4 chat encoding (user, tool and
+// document text always in text mode: control tokens are inserted by id, never parsed), tools
+// and tool_choice, reasoning_content split from content, DSML tool calls parsed into
+// tool_calls, streaming over SSE with stream_options.include_usage.
+//
+// tool_choice "required" and a named function are passed to the prompt (the named function
+// alone) but not enforced by a grammar: the model may still answer in text.
+#include "server/choice_output.h"
+#include "server/routes.h"
+#include "server/sse.h"
+#include "tokenizer/chat_encoding.h"
+
+namespace deepinfer::server {
+
+namespace {
+
+struct ChatRun {
+  ChatRun(ServerContext& c) : ctx(c) {}
+  ServerContext& ctx;
+  std::unique_ptr<Generation> gen;
+  std::string id;
+  int64_t created = 0;
+  bool logprobs = false;
+  bool return_token_ids = false;
+  bool include_usage = false;
+  bool continuous_usage = false;
+  bool thinking = false;
+  std::vector<ChoiceOutput> outs;
+  std::vector<std::string> finish;          // "" while running
+  std::vector<std::optional<std::string>> stop_reason;
+  std::vector<Json> logprob_content;        // non-streaming: accumulated per choice
+  int64_t cached = 0;
+
+  Json usage() const {
+    int64_t completion = 0, reasoning = 0;
+    for (const ChoiceOutput& o : outs) {
+      completion += o.num_tokens();
+      reasoning += o.reasoning_tokens();
+    }
+    return usage_json(gen->prompt_tokens(0), completion, cached, thinking ? reasoning : -1);
+  }
+
+  Json logprobs_json(const std::vector<SampledToken>& toks) const {
+    Json content = Json::array();
+    for (const SampledToken& t : toks) {
+      Json e;
+      e["token"] = token_text(ctx, t.id);
+      e["logprob"] = t.logprob;
+      e["bytes"] = token_bytes_json(ctx, t.id);
+      Json top = Json::array();
+      for (const auto& [id, lp] : t.top) {
+        top.push_back({{"token", token_text(ctx, id)}, {"logprob", lp}, {"bytes", token_bytes_json(ctx, id)}});
+      }
+      e["top_logprobs"] = std::move(top);
+      content.push_back(std::move(e));
+    }
+    return content;
+  }
+
+  std::string call_id(int choice, int index) const {
+    return "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(choice) + "_" + std::to_string(index);
+  }
+
+  void set_finish(int c, const std::string& engine_reason) {
+    if (!finish[c].empty()) return;
+    std::string r = api_finish_reason(engine_reason);
+    if (r == "stop" && outs[c].has_tool_calls()) r = "tool_calls";
+    finish[c] = r;
+  }
+
+  /// Applies one event; `d` receives what became final for that choice. False on an engine error.
+  bool apply(ChoiceEvent& ce, ChoiceDelta& d, Status& error) {
+    const int c = ce.choice;
+    StreamEvent& ev = ce.event;
+    switch (ev.kind) {
+      case StreamEvent::Kind::kError:
+        error = ev.error.is_ok() ? Status::internal("the engine failed the request") : ev.error;
+        return false;
+      case StreamEvent::Kind::kTokens: {
+        d = outs[c].push(ev.tokens);
+        if (outs[c].stopped_by_string()) {
+          merge(d, outs[c].finish());
+          stop_reason[c] = outs[c].matched_stop();
+          set_finish(c, "stop");
+          gen->finish_choice(c);
+        }
+        return true;
+      }
+      case StreamEvent::Kind::kFinished:
+        cached = std::max(cached, ev.cached_prompt_tokens);
+        merge(d, outs[c].finish());
+        if (ev.stop_string) stop_reason[c] = ev.stop_string;
+        set_finish(c, ev.finish_reason);
+        return true;
+    }
+    return true;
+  }
+
+  static void merge(ChoiceDelta& d, ChoiceDelta more) {
+    d.message.reasoning_content += more.message.reasoning_content;
+    d.message.content += more.message.content;
+    for (auto& tc : more.message.tool_calls) d.message.tool_calls.push_back(std::move(tc));
+  }
+
+  /// Choices that never got kFinished (the stream closed early).
+  void finish_open_choices(std::vector<int>* newly) {
+    for (size_t c = 0; c < outs.size(); ++c) {
+      if (finish[c].empty()) {
+        outs[c].finish();
+        set_finish(static_cast<int>(c), "cancelled");
+        if (newly) newly->push_back(static_cast<int>(c));
+      }
+    }
+  }
+
+  Json delta_json(int c, const ChoiceDelta& d) const {
+    Json delta = Json::object();
+    if (!d.message.reasoning_content.empty()) {
+      delta["reasoning_content"] = d.message.reasoning_content;
+      if (ctx.cfg.emit_reasoning_alias) delta["reasoning"] = d.message.reasoning_content;
+    }
+    if (!d.message.content.empty()) delta["content"] = d.message.content;
+    if (!d.message.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const auto& tc : d.message.tool_calls) {
+        Json j;
+        j["index"] = tc.index;
+        if (!tc.name.empty()) {
+          j["id"] = call_id(c, tc.index);
+          j["type"] = "function";
+          j["function"] = {{"name", tc.name}, {"arguments", tc.arguments}};
+        } else {
+          j["function"] = {{"arguments", tc.arguments}};
+        }
+        calls.push_back(std::move(j));
+      }
+      delta["tool_calls"] = std::move(calls);
+    }
+    if (return_token_ids && !d.tokens.empty()) {
+      Json ids = Json::array();
+      for (const auto& t : d.tokens) ids.push_back(t.id);
+      delta["token_ids"] = std::move(ids);
+    }
+    return delta;
+  }
+
+  Json chunk(Json choices) const {
+    Json j;
+    j["id"] = id;
+    j["object"] = "chat.completion.chunk";
+    j["created"] = created;
+    j["model"] = ctx.model_name;
+    j["choices"] = std::move(choices);
+    if (include_usage) j["usage"] = continuous_usage ? usage() : Json();
+    return j;
+  }
+
+  Json choice_chunk(int c, Json delta, const std::vector<SampledToken>* toks, bool with_finish) const {
+    Json ch;
+    ch["index"] = c;
+    ch["delta"] = std::move(delta);
+    ch["logprobs"] = (logprobs && toks && !toks->empty()) ? Json{{"content", logprobs_json(*toks)}} : Json();
+    ch["finish_reason"] = with_finish ? Json(finish[c]) : Json();
+    if (with_finish && stop_reason[c]) ch["stop_reason"] = *stop_reason[c];
+    return ch;
+  }
+
+  Json response() const {
+    Json choices = Json::array();
+    for (size_t c = 0; c < outs.size(); ++c) {
+      const tokenizer::ParsedMessage& m = outs[c].message();
+      Json msg;
+      msg["role"] = "assistant";
+      msg["content"] = (m.content.empty() && !m.tool_calls.empty()) ? Json() : Json(m.content);
+      if (thinking || !m.reasoning_content.empty()) {
+        msg["reasoning_content"] = m.reasoning_content;
+        if (ctx.cfg.emit_reasoning_alias) msg["reasoning"] = m.reasoning_content;
+      }
+      if (!m.tool_calls.empty()) {
+        Json calls = Json::array();
+        for (size_t i = 0; i < m.tool_calls.size(); ++i) {
+          calls.push_back({{"id", call_id(static_cast<int>(c), static_cast<int>(i))},
+                           {"type", "function"},
+                           {"function", {{"name", m.tool_calls[i].name}, {"arguments", m.tool_calls[i].arguments}}}});
+        }
+        msg["tool_calls"] = std::move(calls);
+      }
+      Json ch;
+      ch["index"] = c;
+      ch["message"] = std::move(msg);
+      ch["logprobs"] = logprobs ? Json{{"content", logprob_content[c]}} : Json();
+      ch["finish_reason"] = finish[c];
+      if (stop_reason[c]) ch["stop_reason"] = *stop_reason[c];
+      if (return_token_ids || !ctx.tok) ch["token_ids"] = outs[c].token_ids();
+      choices.push_back(std::move(ch));
+    }
+    Json j;
+    j["id"] = id;
+    j["object"] = "chat.completion";
+    j["created"] = created;
+    j["model"] = ctx.model_name;
+    j["choices"] = std::move(choices);
+    j["usage"] = usage();
+    return j;
+  }
+};
+
+Json build_messages(const ChatRequest& req) {
+  Json msgs = req.messages;
+  Json tools = Json::array();
+  if (req.tool_choice != ToolChoice::kNone) {
+    for (const Json& t : req.tools) {
+      if (req.tool_choice != ToolChoice::kNamed || t["function"]["name"] == req.tool_choice_name) tools.push_back(t);
+    }
+  }
+  if (!tools.empty() || !req.response_format.is_null()) {
+    if (msgs[0]["role"] != "system") msgs.insert(msgs.begin(), Json{{"role", "system"}, {"content", ""}});
+    if (!tools.empty()) msgs[0]["tools"] = std::move(tools);
+    if (!req.response_format.is_null()) msgs[0]["response_format"] = req.response_format;
+  }
+  return msgs;
+}
+
+void run_stream(std::shared_ptr<ChatRun> run, ChunkSink& sink) {
+  auto write = [&](const Json& j) {
+    return sink.write(sse_data(j.dump(-1, ' ', false, Json::error_handler_t::replace)));
+  };
+  const int nc = static_cast<int>(run->outs.size());
+  for (int c = 0; c < nc; ++c) {
+    Json role = {{"role", "assistant"}, {"content", ""}};
+    if (!write(run->chunk(Json::array({run->choice_chunk(c, role, nullptr, false)})))) return run->gen->cancel();
+  }
+  Status error;
+  while (!run->gen->done()) {
+    auto ce = run->gen->next(run->ctx.cfg.heartbeat);
+    if (!ce) {
+      if (!run->gen->done() && !sink.write(sse_comment("keep-alive"))) return run->gen->cancel();
+      continue;
+    }
+    ChoiceDelta d;
+    const int c = ce->choice;
+    const bool was_finished = !run->finish[c].empty();
+    if (!run->apply(*ce, d, error)) break;
+    const bool now_finished = !was_finished && !run->finish[c].empty();
+    Json delta = run->delta_json(c, d);
+    if (delta.empty() && d.tokens.empty() && !now_finished) continue;
+    if (!write(run->chunk(Json::array({run->choice_chunk(c, std::move(delta), &d.tokens, now_finished)})))) {
+      return run->gen->cancel();
+    }
+  }
+  if (!error.is_ok()) {
+    run->gen->cancel();
+    ApiError e = api_error_from_status(error);
+    Json err = Json::parse(api_error_body(e));
+    write(err);
+    sink.write(sse_done());
+    return;
+  }
+  std::vector<int> late;
+  run->finish_open_choices(&late);
+  for (int c : late) {
+    if (!write(run->chunk(Json::array({run->choice_chunk(c, Json::object(), nullptr, true)})))) return;
+  }
+  int64_t completion = 0;
+  for (const auto& o : run->outs) completion += o.num_tokens();
+  run->gen->record_end(completion);
+  if (run->include_usage) {
+    Json last = run->chunk(Json::array());
+    last["usage"] = run->usage();
+    if (!write(last)) return;
+  }
+  sink.write(sse_done());
+}
+
+}  // namespace
+
+HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
+  const auto arrival = Clock::now();
+  HttpResponse refused;
+  if (refuse_when_draining(ctx, refused)) return refused;
+  auto body = parse_json_body(http.body);
+  if (!body.is_ok()) return status_response(body.status());
+  ParseError perr;
+  auto parsed = parse_chat_request(*body, ctx.cfg.limits, &perr);
+  if (!parsed.is_ok()) return status_response(parsed.status(), &perr);
+  ChatRequest& req = *parsed;
+  if (Status s = check_common(ctx, req); !s.is_ok()) return status_response(s);
+  if (!ctx.tok) {
+    return status_response(Status::invalid_argument(
+        "messages need a tokenizer; this model folder has no tokenizer.json, so only /v1/completions with token-id prompts is served"));
+  }
+  tokenizer::ChatEncodeOptions opts;
+  opts.format = ctx.cfg.chat_format;
+  const bool thinking = req.thinking.value_or(ctx.cfg.default_thinking);
+  opts.thinking_mode = thinking ? tokenizer::ThinkingMode::kThinking : tokenizer::ThinkingMode::kChat;
+  opts.drop_thinking = req.drop_thinking.value_or(true);
+  opts.reasoning_effort = req.reasoning_effort;
+  auto rendered = tokenizer::render_chat(build_messages(req), opts);
+  if (!rendered.is_ok()) return status_response(rendered.status(), nullptr);
+  auto ids = tokenizer::encode_rendered(*ctx.tok, *rendered);
+  if (!ids.is_ok()) return status_response(ids.status(), nullptr);
+
+  auto run = std::make_shared<ChatRun>(ctx);
+  run->id = ctx.make_id("chatcmpl");
+  run->created = unix_time();
+  run->logprobs = req.sampling.logprobs;
+  run->return_token_ids = req.return_token_ids;
+  run->include_usage = req.stream && req.stream_options.include_usage;
+  run->continuous_usage = req.stream_options.continuous_usage_stats;
+  run->thinking = thinking;
+
+  ChoiceOutputOptions co;
+  co.tok = ctx.tok;
+  co.skip_special_tokens = false;  // <think>, </think> and DSML tokens carry the structure
+  co.stop = req.sampling.stop;
+  co.include_stop = req.include_stop_str_in_output;
+  co.eos_token_id = ctx.engine.model_info().eos_token_id;
+  co.chat = true;
+  co.parser.format = ctx.cfg.chat_format;
+  const std::string& text = rendered->text;
+  const std::string think = tokenizer::tokens::kThinkStart;
+  co.parser.starts_in_reasoning = text.size() >= think.size() && text.compare(text.size() - think.size(), think.size(), think) == 0;
+
+  const int n = req.sampling.n;
+  EngineRequest er;
+  er.id = run->id;
+  er.prompt = std::move(ids).value();
+  er.sampling = req.sampling;
+  er.priority = req.priority;
+  std::vector<EngineRequest> reqs;
+  reqs.push_back(std::move(er));
+  auto gen = Generation::start(ctx, std::move(reqs), arrival);
+  if (!gen.is_ok()) return status_response(gen.status());
+  run->gen = std::move(gen).value();
+  for (int c = 0; c < n; ++c) run->outs.emplace_back(co);
+  run->finish.assign(n, "");
+  run->stop_reason.assign(n, std::nullopt);
+  run->logprob_content.assign(n, Json::array());
+
+  if (req.stream) {
+    HttpResponse r;
+    r.content_type = kSseContentType;
+    r.headers.push_back({"Cache-Control", "no-cache"});
+    r.stream = [run](ChunkSink& sink) { run_stream(run, sink); };
+    return r;
+  }
+  Status error;
+  while (!run->gen->done()) {
+    auto ce = run->gen->next(std::chrono::milliseconds(1000));
+    if (!ce) continue;
+    ChoiceDelta d;
+    const int c = ce->choice;
+    if (!run->apply(*ce, d, error)) break;
+    if (run->logprobs) {
+      for (auto& e : run->logprobs_json(d.tokens)) run->logprob_content[c].push_back(std::move(e));
+    }
+  }
+  if (!error.is_ok()) return status_response(error);
+  run->finish_open_choices(nullptr);
+  int64_t completion = 0;
+  for (const auto& o : run->outs) completion += o.num_tokens();
+  run->gen->record_end(completion);
+  return json_response(run->response());
+}
+
+}  // namespace deepinfer::server
