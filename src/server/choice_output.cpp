@@ -86,6 +86,11 @@ ChoiceDelta ChoiceOutput::push(const std::vector<SampledToken>& tokens) {
     if (!dec_ || t.id == opts_.eos_token_id) continue;
     auto piece = dec_->push(t.id);
     if (!piece.is_ok()) continue;  // an id without a token: nothing to show (validated upstream)
+    if (in_reasoning_) {  // a vocabulary without a </think> token: find it in the text
+      think_tail_ += *piece;
+      if (think_tail_.find(tokenizer::tokens::kThinkEnd) != std::string::npos) in_reasoning_ = false;
+      if (think_tail_.size() > 16) think_tail_.erase(0, think_tail_.size() - 16);
+    }
     feed_text(stop_.push(*piece), d);
   }
   return d;

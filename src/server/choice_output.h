@@ -87,6 +87,7 @@ class ChoiceOutput {
   std::vector<int32_t> ids_;
   int32_t think_end_id_ = -1;
   bool in_reasoning_ = false;
+  std::string think_tail_;  // last decoded bytes while in reasoning
   int64_t reasoning_tokens_ = 0;
   bool finished_ = false;
 };

@@ -1,0 +1,466 @@
+// End to end over loopback: httplib::Client -> Server -> FakeEngineClient, with the real
+// tokenizer (tests/data/tokenizer) for the chat encoding, detokenization and output parsing.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <future>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "fake_engine.h"
+#include "server/server.h"
+#include "tokenizer/chat_encoding.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server {
+namespace {
+
+using Json = nlohmann::ordered_json;
+using testing::FakeEngineClient;
+using tokenizer::SpecialTokenMode;
+using tokenizer::Tokenizer;
+
+const Tokenizer& tok() {
+  static std::unique_ptr<Tokenizer> t = [] {
+    auto r = Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tokenizer/tokenizer.json");
+    DI_CHECK(r.is_ok());
+    return std::move(r).value();
+  }();
+  return *t;
+}
+
+int32_t eos_id() { return *tok().added_token_id(tokenizer::tokens::kEos); }
+
+std::vector<int32_t> ids(const std::string& text, SpecialTokenMode mode = SpecialTokenMode::kText) {
+  auto r = tok().encode(text, mode);
+  DI_CHECK(r.is_ok());
+  return *r;
+}
+
+struct SseStream {
+  std::vector<Json> events;
+  bool done = false;
+};
+
+SseStream parse_sse(const std::string& body) {
+  SseStream s;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) break;
+    std::string ev = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (ev.rfind("data: ", 0) != 0) continue;  // comments
+    std::string data = ev.substr(6);
+    EXPECT_FALSE(s.done) << "event after [DONE]";
+    if (data == "[DONE]") s.done = true;
+    else s.events.push_back(Json::parse(data));
+  }
+  return s;
+}
+
+class ServerE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override { start(true); }
+  void TearDown() override {
+    if (server_) server_->shutdown(std::chrono::milliseconds(2000));
+  }
+
+  void start(bool with_tokenizer, size_t max_body = size_t{1} << 20) {
+    signal(SIGPIPE, SIG_IGN);
+    ModelInfo info;
+    info.name = "tiny";
+    info.vocab_size = tok().vocab_size();
+    info.max_context = 4096;
+    info.eos_token_id = eos_id();
+    engine_ = std::make_unique<FakeEngineClient>(info);
+    ServerConfig cfg;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.max_body_bytes = max_body;
+    cfg.http_threads = 16;
+    cfg.heartbeat = std::chrono::milliseconds(50);
+    server_ = std::make_unique<Server>(*engine_, with_tokenizer ? &tok() : nullptr, cfg);
+    auto port = server_->start();
+    ASSERT_TRUE(port.is_ok()) << port.status().to_string();
+    port_ = *port;
+  }
+  void restart_without_tokenizer() {
+    server_->shutdown(std::chrono::milliseconds(1000));
+    server_.reset();
+    start(false);
+  }
+
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(10, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const Json& body) {
+    auto c = client();
+    return c.Post(path.c_str(), body.dump(), "application/json");
+  }
+  Json post_ok(const std::string& path, const Json& body) {
+    auto r = post(path, body);
+    EXPECT_TRUE(r) << "no response";
+    if (!r) return {};
+    EXPECT_EQ(r->status, 200) << r->body;
+    return Json::parse(r->body);
+  }
+  void expect_error(const httplib::Result& r, int status, const std::string& param = "") {
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, status) << r->body;
+    Json j = Json::parse(r->body);
+    ASSERT_TRUE(j.contains("error")) << r->body;
+    EXPECT_TRUE(j["error"]["message"].is_string());
+    EXPECT_TRUE(j["error"]["type"].is_string());
+    EXPECT_TRUE(j["error"].contains("param"));
+    EXPECT_TRUE(j["error"].contains("code"));
+    if (!param.empty()) {
+      EXPECT_EQ(j["error"]["param"], param) << r->body;
+    }
+  }
+  static Json user(const std::string& text) {
+    return Json::array({Json{{"role", "user"}, {"content", text}}});
+  }
+  void set_script(const std::string& text, bool eos = true) {
+    engine_->script = ids(text);
+    if (eos) engine_->script.push_back(eos_id());
+  }
+
+  std::unique_ptr<FakeEngineClient> engine_;
+  std::unique_ptr<Server> server_;
+  int port_ = 0;
+};
+
+TEST_F(ServerE2ETest, ChatNonStreaming) {
+  set_script("Hello there!");
+  Json r = post_ok("/v1/chat/completions", {{"model", "tiny"}, {"messages", user("Hi <｜User｜> there")}});
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["model"], "tiny");
+  ASSERT_EQ(r["choices"].size(), 1u);
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "Hello there!");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  // The prompt is the V4 encoding, and the user's `<｜User｜>` stayed text.
+  auto subs = engine_->submitted();
+  ASSERT_EQ(subs.size(), 1u);
+  auto expect = tokenizer::encode_chat(tok(), user("Hi <｜User｜> there"), {});
+  ASSERT_TRUE(expect.is_ok());
+  EXPECT_EQ(subs[0].prompt, *expect);
+  const int32_t user_id = *tok().added_token_id(tokenizer::tokens::kUser);
+  EXPECT_EQ(std::count(subs[0].prompt.begin(), subs[0].prompt.end(), user_id), 1);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], static_cast<int64_t>(expect->size()));
+  EXPECT_EQ(r["usage"]["completion_tokens"], static_cast<int64_t>(engine_->script.size()));
+  EXPECT_EQ(r["usage"]["total_tokens"], static_cast<int64_t>(expect->size() + engine_->script.size()));
+  EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+}
+
+TEST_F(ServerE2ETest, ChatStreamingWithUsage) {
+  set_script("Streaming works, one token at a time.");
+  auto r = post("/v1/chat/completions", {{"messages", user("go")}, {"stream", true},
+                                         {"stream_options", {{"include_usage", true}}}});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_NE(r->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+  SseStream s = parse_sse(r->body);
+  EXPECT_TRUE(s.done);
+  ASSERT_GE(s.events.size(), 3u);
+  EXPECT_EQ(s.events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(s.events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string content;
+  std::string finish;
+  for (const Json& e : s.events) {
+    EXPECT_TRUE(e.contains("usage"));
+    if (e["choices"].empty()) continue;
+    const Json& d = e["choices"][0]["delta"];
+    if (d.contains("content")) content += d["content"].get<std::string>();
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(content, "Streaming works, one token at a time.");
+  EXPECT_EQ(finish, "stop");
+  const Json& last = s.events.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], static_cast<int64_t>(engine_->script.size()));
+  for (size_t i = 0; i + 1 < s.events.size(); ++i) EXPECT_TRUE(s.events[i]["usage"].is_null());
+}
+
+TEST_F(ServerE2ETest, ChatReasoningIsSplitFromContent) {
+  // This vocabulary has no <think> added tokens: the markers are text, as in DeepSeek-V3's.
+  set_script("Let me think.</think>The answer is 4.");
+  Json body = {{"messages", user("2+2?")}, {"chat_template_kwargs", {{"thinking", true}}}};
+  Json r = post_ok("/v1/chat/completions", body);
+  EXPECT_EQ(r["choices"][0]["message"]["reasoning_content"], "Let me think.");
+  EXPECT_EQ(r["choices"][0]["message"]["content"], "The answer is 4.");
+  const int64_t reasoning_tokens = r["usage"]["completion_tokens_details"]["reasoning_tokens"];
+  EXPECT_GE(reasoning_tokens, static_cast<int64_t>(ids("Let me think.").size()));
+  EXPECT_LT(reasoning_tokens, static_cast<int64_t>(engine_->script.size()) - 2);
+  // The prompt ended in thinking mode.
+  std::string prompt = *tok().decode(engine_->submitted()[0].prompt);
+  EXPECT_EQ(prompt.substr(prompt.size() - 7), "<think>");
+  // Streaming gives the same split.
+  body["stream"] = true;
+  auto s = parse_sse(post("/v1/chat/completions", body)->body);
+  std::string reasoning, content;
+  for (const Json& e : s.events) {
+    if (e["choices"].empty()) continue;
+    const Json& d = e["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Let me think.");
+  EXPECT_EQ(content, "The answer is 4.");
+}
+
+TEST_F(ServerE2ETest, ChatToolCallsParsed) {
+  const std::string dsml =
+      "Checking.\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"get_weather\">\n"
+      "<｜DSML｜parameter name=\"city\" string=\"true\">Paris</｜DSML｜parameter>\n"
+      "</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  engine_->script = ids(dsml, SpecialTokenMode::kParse);
+  engine_->script.push_back(eos_id());
+  Json tools = Json::array({{{"type", "function"},
+                             {"function", {{"name", "get_weather"}, {"description", "Weather of a city"},
+                                           {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}});
+  Json body = {{"messages", user("Weather in Paris?")}, {"tools", tools}};
+  Json r = post_ok("/v1/chat/completions", body);
+  const Json& msg = r["choices"][0]["message"];
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_EQ(msg["content"], "Checking.");
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>()), Json({{"city", "Paris"}}));
+  // The tools reached the prompt (a system turn was added for them).
+  std::string prompt = *tok().decode(engine_->submitted()[0].prompt);
+  EXPECT_NE(prompt.find("get_weather"), std::string::npos);
+  // Streaming: incremental tool_calls deltas that assemble to the same call.
+  body["stream"] = true;
+  auto s = parse_sse(post("/v1/chat/completions", body)->body);
+  std::string name, args, finish;
+  for (const Json& e : s.events) {
+    if (e["choices"].empty()) continue;
+    const Json& ch = e["choices"][0];
+    if (!ch["finish_reason"].is_null()) finish = ch["finish_reason"];
+    if (!ch["delta"].contains("tool_calls")) continue;
+    for (const Json& tc : ch["delta"]["tool_calls"]) {
+      EXPECT_EQ(tc["index"], 0);
+      if (tc["function"].contains("name")) name += tc["function"]["name"].get<std::string>();
+      args += tc["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(Json::parse(args), Json({{"city", "Paris"}}));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ServerE2ETest, CompletionsWithTokenIdsNAndLength) {
+  engine_->script.clear();  // ids derived from the prompt
+  Json r = post_ok("/v1/completions", {{"prompt", {5, 6, 7}}, {"max_tokens", 4}, {"n", 3}, {"return_token_ids", true}});
+  EXPECT_EQ(r["object"], "text_completion");
+  ASSERT_EQ(r["choices"].size(), 3u);
+  for (int c = 0; c < 3; ++c) {
+    EXPECT_EQ(r["choices"][c]["index"], c);
+    EXPECT_EQ(r["choices"][c]["finish_reason"], "length");
+    ASSERT_EQ(r["choices"][c]["token_ids"].size(), 4u);
+    std::vector<int32_t> got = r["choices"][c]["token_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(got[0], 7 + 3 + c);
+    EXPECT_EQ(r["choices"][c]["text"], *tok().decode(got, {true}));
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], 3);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(engine_->submitted()[0].prompt, (std::vector<int32_t>{5, 6, 7}));
+}
+
+TEST_F(ServerE2ETest, CompletionsSeveralPromptsAndEcho) {
+  set_script(" world");
+  Json r = post_ok("/v1/completions", {{"prompt", {"Hello", "Bye"}}, {"echo", true}, {"n", 2}});
+  ASSERT_EQ(r["choices"].size(), 4u);
+  EXPECT_EQ(r["choices"][0]["text"], "Hello world");
+  EXPECT_EQ(r["choices"][1]["text"], "Hello world");
+  EXPECT_EQ(r["choices"][2]["text"], "Bye world");
+  EXPECT_EQ(r["choices"][3]["index"], 3);
+  EXPECT_EQ(engine_->submitted().size(), 2u);
+  EXPECT_EQ(r["usage"]["prompt_tokens"], static_cast<int64_t>(ids("Hello").size() + ids("Bye").size()));
+}
+
+TEST_F(ServerE2ETest, StopStringEndsOutputAndCancelsTheEngine) {
+  set_script("Hello there! More text follows here.", /*eos=*/false);
+  engine_->token_delay = std::chrono::milliseconds(1);
+  Json r = post_ok("/v1/completions", {{"prompt", "x"}, {"stop", {"! More"}}, {"max_tokens", 200}});
+  EXPECT_EQ(r["choices"][0]["text"], "Hello there");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(r["choices"][0]["stop_reason"], "! More");
+  EXPECT_TRUE(engine_->was_cancelled(engine_->submitted()[0].id));
+  // Streaming: no byte of the stop string leaks.
+  auto s = parse_sse(post("/v1/chat/completions", {{"messages", user("x")}, {"stop", "! More"}, {"stream", true}, {"max_tokens", 200}})->body);
+  std::string content;
+  for (const Json& e : s.events) {
+    if (!e["choices"].empty() && e["choices"][0]["delta"].contains("content")) content += e["choices"][0]["delta"]["content"].get<std::string>();
+  }
+  EXPECT_EQ(content, "Hello there");
+  // Stop token ids end a sample too.
+  engine_->script = {10, 11, 12, 13};
+  Json t = post_ok("/v1/completions", {{"prompt", {1}}, {"stop_token_ids", {12}}, {"return_token_ids", true}});
+  EXPECT_EQ(t["choices"][0]["token_ids"], Json({10, 11, 12}));
+  EXPECT_EQ(t["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerE2ETest, Logprobs) {
+  set_script("abc def");
+  Json r = post_ok("/v1/completions", {{"prompt", "x"}, {"logprobs", 2}});
+  const Json& lp = r["choices"][0]["logprobs"];
+  const size_t n = engine_->script.size();
+  ASSERT_EQ(lp["tokens"].size(), n);
+  ASSERT_EQ(lp["token_logprobs"].size(), n);
+  ASSERT_EQ(lp["text_offset"].size(), n);
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][0].get<float>(), -0.25f);
+  EXPECT_EQ(lp["top_logprobs"][0].size(), 2u);
+  EXPECT_EQ(lp["text_offset"][0], 0);
+  EXPECT_TRUE(engine_->submitted()[0].sampling.logprobs);
+  EXPECT_EQ(engine_->submitted()[0].sampling.top_logprobs, 2);
+
+  Json c = post_ok("/v1/chat/completions", {{"messages", user("x")}, {"logprobs", true}, {"top_logprobs", 3}});
+  const Json& content = c["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(content.size(), n);
+  EXPECT_EQ(content[0]["token"], *tok().decode(std::vector<int32_t>{engine_->script[0]}));
+  EXPECT_EQ(content[0]["top_logprobs"].size(), 3u);
+  EXPECT_TRUE(content[0]["bytes"].is_array());
+  // Without logprobs the field is null.
+  EXPECT_TRUE(post_ok("/v1/chat/completions", {{"messages", user("x")}})["choices"][0]["logprobs"].is_null());
+}
+
+TEST_F(ServerE2ETest, EngineFullIs429AndServerKeepsServing) {
+  engine_->full = true;
+  auto r = post("/v1/chat/completions", {{"messages", user("x")}});
+  expect_error(r, 429);
+  EXPECT_EQ(Json::parse(r->body)["error"]["type"], "rate_limit_error");
+  engine_->full = false;
+  set_script("ok");
+  EXPECT_EQ(post_ok("/v1/chat/completions", {{"messages", user("x")}})["choices"][0]["message"]["content"], "ok");
+}
+
+TEST_F(ServerE2ETest, ClientDisconnectMidStreamCancels) {
+  engine_->script = ids("one two three four five six seven eight nine ten");
+  engine_->token_delay = std::chrono::milliseconds(10);
+  auto c = client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = Json{{"prompt", "x"}, {"stream", true}, {"max_tokens", 200}}.dump();
+  req.set_header("Content-Type", "application/json");
+  int chunks = 0;
+  req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
+  auto res = c.send(req);
+  EXPECT_FALSE(res);  // we hung up
+  c.stop();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (engine_->num_cancelled() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(engine_->submitted().size(), 1u);
+  EXPECT_TRUE(engine_->was_cancelled(engine_->submitted()[0].id));
+  while (engine_->running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine_->running(), 0);
+}
+
+TEST_F(ServerE2ETest, MalformedAndInvalidRequests) {
+  auto c = client();
+  auto bad = c.Post("/v1/chat/completions", "{\"messages\": [", "application/json");
+  expect_error(bad, 400);
+  EXPECT_NE(Json::parse(bad->body)["error"]["message"].get<std::string>().find("JSON"), std::string::npos);
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"temperature", "hot"}}), 400, "temperature");
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"temperature", -1}}), 400, "temperature");
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"n", 1000}}), 400, "n");
+  expect_error(post("/v1/chat/completions", {{"messages", "x"}}), 400, "messages");
+  expect_error(post("/v1/completions", {{"prompt", {1, 999999999}}}), 400);
+  expect_error(post("/v1/completions", {{"prompt", std::vector<int>(5000, 5)}}), 400);      // longer than the context
+  expect_error(post("/v1/completions", {{"prompt", {1, 2}}, {"max_tokens", 5000}}), 400, "max_tokens");
+  expect_error(post("/v1/chat/completions", {{"model", "gpt-4"}, {"messages", user("x")}}), 404);
+  expect_error(post("/v1/nothing", Json::object()), 404);
+  EXPECT_TRUE(engine_->submitted().empty());  // nothing invalid reached the engine
+  // The server keeps serving.
+  auto h = c.Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  set_script("fine");
+  EXPECT_EQ(post_ok("/v1/completions", {{"prompt", "x"}})["choices"][0]["text"], "fine");
+}
+
+TEST_F(ServerE2ETest, BodyTooLargeIs413) {
+  std::string big(size_t{2} << 20, 'a');
+  auto r = post("/v1/completions", {{"prompt", big}});
+  expect_error(r, 413);
+  EXPECT_EQ(client().Get("/health")->status, 200);
+}
+
+TEST_F(ServerE2ETest, ModelsHealthMetrics) {
+  auto c = client();
+  Json m = Json::parse(c.Get("/v1/models")->body);
+  EXPECT_EQ(m["object"], "list");
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  set_script("x");
+  post_ok("/v1/completions", {{"prompt", "x"}});
+  post("/v1/completions", {{"prompt", 5}});
+  auto r = c.Get("/metrics");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  const std::string& t = r->body;
+  EXPECT_NE(t.find("deepinfer_requests_total{model_name=\"tiny\",endpoint=\"/v1/completions\",status=\"200\"} 1"), std::string::npos) << t;
+  EXPECT_NE(t.find("endpoint=\"/v1/completions\",status=\"400\"} 1"), std::string::npos);
+  EXPECT_NE(t.find("deepinfer_time_to_first_token_seconds_count{model_name=\"tiny\"} 1"), std::string::npos);
+  EXPECT_NE(t.find("deepinfer_prefix_cache_hits_total{model_name=\"tiny\"} 7"), std::string::npos);
+  EXPECT_NE(t.find("deepinfer_num_preemptions_total{model_name=\"tiny\"} 2"), std::string::npos);
+  EXPECT_NE(t.find("deepinfer_num_requests_waiting"), std::string::npos);
+  EXPECT_NE(t.find("deepinfer_state_memory_used_bytes"), std::string::npos);
+}
+
+TEST_F(ServerE2ETest, WithoutTokenizerServesTokenIdsOnly) {
+  restart_without_tokenizer();
+  engine_->script = {40, 41, eos_id()};
+  Json r = post_ok("/v1/completions", {{"prompt", {1, 2}}});
+  EXPECT_EQ(r["choices"][0]["token_ids"], Json({40, 41, eos_id()}));
+  EXPECT_EQ(r["choices"][0]["text"], "");
+  auto text = post("/v1/completions", {{"prompt", "hello"}});
+  expect_error(text, 400);
+  EXPECT_NE(Json::parse(text->body)["error"]["message"].get<std::string>().find("tokenizer"), std::string::npos);
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}}), 400);
+  expect_error(post("/v1/completions", {{"prompt", {1}}, {"stop", "x"}}), 400);
+  // Streaming with ids.
+  auto s = parse_sse(post("/v1/completions", {{"prompt", {1, 2}}, {"stream", true}})->body);
+  std::vector<int32_t> got;
+  for (const Json& e : s.events) {
+    for (int32_t id : e["choices"][0]["token_ids"]) got.push_back(id);
+  }
+  EXPECT_EQ(got, (std::vector<int32_t>{40, 41, eos_id()}));
+}
+
+TEST_F(ServerE2ETest, ShutdownStopsIntakeAndFinishesInFlightStreams) {
+  engine_->script = ids("a b c d e f g h i j");
+  engine_->token_delay = std::chrono::milliseconds(5);
+  auto stream = std::async(std::launch::async, [&] {
+    return post("/v1/completions", {{"prompt", "x"}, {"stream", true}, {"max_tokens", 40}});
+  });
+  while (engine_->submitted().empty()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  auto down = std::async(std::launch::async, [&] { server_->shutdown(std::chrono::seconds(5)); });
+  while (!server_->draining()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  expect_error(post("/v1/completions", {{"prompt", "x"}}), 503);
+  auto r = stream.get();
+  ASSERT_TRUE(r);
+  SseStream s = parse_sse(r->body);
+  EXPECT_TRUE(s.done);
+  std::string finish;
+  for (const Json& e : s.events) {
+    if (!e["choices"][0]["finish_reason"].is_null()) finish = e["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(finish, "length");
+  down.get();
+  EXPECT_FALSE(engine_->was_cancelled(engine_->submitted()[0].id));
+  server_.reset();
+}
+
+}  // namespace
+}  // namespace deepinfer::server
