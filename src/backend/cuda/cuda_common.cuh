@@ -1,0 +1,50 @@
+// Shared helpers of the CUDA op set (device code only; never included outside backend/cuda).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace deepinfer::cuda::detail {
+
+void set_error(const std::string& msg);
+inline bool fail(const std::string& msg) {
+  set_error(msg);
+  return false;
+}
+/// After a launch: records and returns false on a launch error.
+inline bool check_launch(const char* what) {
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return fail(std::string(what) + ": " + cudaGetErrorString(e));
+  return true;
+}
+inline bool check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) return fail(std::string(what) + ": " + cudaGetErrorString(e));
+  return true;
+}
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+/// E8M0 byte -> fp32 power of two (0xff -> NaN), exact.
+__device__ __forceinline__ float e8m0_to_float(uint32_t e) {
+  if (e == 0xffu) return __int_as_float(0x7fc00000);
+  if (e == 0u) return 5.877471754111438e-39f;  // 2^-127 (denormal)
+  return __int_as_float(static_cast<int>(e << 23));
+}
+
+__device__ __forceinline__ uint4 ldg_nc_v4(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+__device__ __forceinline__ uint32_t ldg_nc_u32(const void* p) {
+  uint32_t r;
+  asm volatile("ld.global.nc.u32 %0, [%1];" : "=r"(r) : "l"(p));
+  return r;
+}
+
+}  // namespace deepinfer::cuda::detail

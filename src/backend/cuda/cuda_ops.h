@@ -1,0 +1,87 @@
+// CUDA op set (issue D, first slice): host-callable C++ API over device buffers. No CUDA type
+// leaks out of this header (streams are void*; 0 = the legacy default stream), so the rest of
+// the tree stays device-free. Plain C++17 so both nvcc (CUDA 17) and the C++20 tree include it.
+//
+// Every op is row-independent and uses a reduction order fixed by the op's shape (never by the
+// number of rows M), so a row's result does not depend on the batch it is computed in.
+// Calls are asynchronous on `stream`; each returns false on a launch error (last_error() says
+// which) and checks its shape preconditions (also false, with a message).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace deepinfer::cuda {
+
+/// True when a CUDA device is usable (false on machines with nvcc but no GPU).
+bool device_available();
+/// Message of the last failed call on this thread ("" if none).
+const std::string& last_error();
+
+// ---- memory and timing (thin wrappers so tests and benches need no CUDA headers) ----
+void* device_alloc(size_t bytes);  // nullptr on failure
+void device_free(void* p);
+bool copy_to_device(void* dst, const void* src, size_t bytes);
+bool copy_to_host(void* dst, const void* src, size_t bytes);
+bool copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
+bool synchronize();
+/// Fills `bytes` of device memory with a deterministic pseudo-random byte pattern.
+bool fill_random_bytes(void* dst, size_t bytes, uint64_t seed, void* stream = nullptr);
+
+// ---- activation quantisation (the official reference's FP8 linear input) ----
+/// x [M, K] (fp32, or bf16 when x_is_bf16) -> q [M, K] FP8 E4M3 and scales [M, K/128] fp32, one
+/// per 128 along K: s = 2^ceil(log2(max(amax, 1e-4) / 448)), q = e4m3_rn(x / s) (saturating).
+/// Requires K % 128 == 0.
+bool quantize_act_fp8(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales,
+                      void* stream = nullptr);
+
+// ---- FP8 block-scaled linear: y[M, N] = x[M, K] . W[N, K]^T, fp32 out ----
+/// Weight: F8_E4M3 [N, K] row-major, one scale per 128x128 tile, [N/128, K/128] row-major,
+/// E8M0 bytes (scale_is_f32 false) or fp32. The activation comes quantised (quantize_act_fp8).
+/// Math: per 128-wide K block, an FP8 tensor-core dot (fp32 accumulate) times sx * sw, summed
+/// over blocks in a fixed order. Requires N % 128 == 0 and K % 128 == 0.
+struct Fp8Weight {
+  const uint8_t* data = nullptr;
+  const void* scale = nullptr;
+  bool scale_is_f32 = false;
+  int64_t n = 0, k = 0;
+};
+/// Workspace bytes fp8_linear needs for these shapes (0 when none).
+size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K);
+/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split, fixed-order
+/// reduce) or the tiled path (M > 64: 128x128x128 tiles, 3-stage cp.async pipeline).
+bool fp8_linear(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
+                void* stream = nullptr);
+/// The two paths, callable directly (tests check both on every shape).
+bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
+                       void* workspace, void* stream = nullptr);
+bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
+                      void* stream = nullptr);
+
+// ---- MXFP4 expert linear for decode (small M per expert) ----
+/// Weight: packed e2m1 [N, K/2] bytes (low nibble = even column), E8M0 scale [N, K/32].
+/// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the
+/// tensor cores: |x| < 65504 required) and y fp32. Requires N % 32 == 0, K % 128 == 0.
+struct Mxfp4Group {
+  const uint8_t* w = nullptr;
+  const uint8_t* scale = nullptr;
+  const float* x = nullptr;  // [m, K]
+  float* y = nullptr;        // [m, N]
+  int32_t m = 0;             // rows of this group (0..64)
+  int32_t pad = 0;
+};
+/// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K).
+bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K,
+                          void* stream = nullptr);
+
+// ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * weight (weight may be null), fp32 ----
+bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y,
+              void* stream = nullptr);
+
+// ---- dequantisation (for peers and checks): FP8 block weight -> bf16 [N, K] ----
+bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream = nullptr);
+bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out,
+                           void* stream = nullptr);
+
+}  // namespace deepinfer::cuda

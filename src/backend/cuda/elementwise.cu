@@ -1,0 +1,142 @@
+// Activation quantisation, RMSNorm and weight dequantisation kernels.
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+
+namespace {
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// One warp per (row, 128-block); lane j handles columns 4j..4j+3 of the block.
+template <bool kBf16>
+__global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t K, uint8_t* __restrict__ q,
+                                 float* __restrict__ scales) {
+  const int64_t nkb = K / 128;
+  const int64_t unit = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (unit >= M * nkb) return;
+  const int64_t row = unit / nkb, kb = unit % nkb;
+  const int64_t off = row * K + kb * 128 + lane * 4;
+  float v[4];
+  if constexpr (kBf16) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + off);
+    v[0] = __uint_as_float(raw.x << 16);
+    v[1] = __uint_as_float(raw.x & 0xffff0000u);
+    v[2] = __uint_as_float(raw.y << 16);
+    v[3] = __uint_as_float(raw.y & 0xffff0000u);
+  } else {
+    const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + off);
+    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
+  }
+  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+  amax = warp_max(amax);
+  // s = 2^ceil(log2(max(amax, 1e-4) / 448)), computed exactly from the binary exponent.
+  const float r = fmaxf(amax, 1e-4f) / 448.0f;
+  int e;
+  const float m = frexpf(r, &e);  // r = m * 2^e, m in [0.5, 1)
+  const int c = (m == 0.5f) ? e - 1 : e;
+  const float s = ldexpf(1.0f, c), inv = ldexpf(1.0f, -c);
+  uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(v[i] * inv, __NV_SATFINITE, __NV_E4M3);
+    packed |= static_cast<uint32_t>(b) << (8 * i);
+  }
+  *reinterpret_cast<uint32_t*>(q + off) = packed;
+  if (lane == 0) scales[row * nkb + kb] = s;
+}
+
+// One block (256 threads) per row; fixed-order reduction (strided partials, then a fixed tree).
+__global__ void rms_norm_kernel(const float* __restrict__ x, int64_t d, const float* __restrict__ w, float eps,
+                                float* __restrict__ y) {
+  __shared__ float red[256];
+  const float* xi = x + blockIdx.x * d;
+  float* yi = y + blockIdx.x * d;
+  float acc = 0.f;
+  for (int64_t k = threadIdx.x; k < d; k += 256) acc = fmaf(xi[k], xi[k], acc);
+  red[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = 128; s > 0; s >>= 1) {
+    if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+    __syncthreads();
+  }
+  const float r = rsqrtf(red[0] / static_cast<float>(d) + eps);
+  for (int64_t k = threadIdx.x; k < d; k += 256) yi[k] = w ? w[k] * (xi[k] * r) : xi[k] * r;
+}
+
+__device__ __forceinline__ float e4m3_to_float(uint8_t b) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(b, __NV_E4M3);
+  return __half2float(__half(h));
+}
+
+__global__ void dequant_fp8_kernel(const uint8_t* __restrict__ w, const void* __restrict__ scale, bool f32,
+                                   int64_t N, int64_t K, uint16_t* __restrict__ out) {
+  const int64_t total = N * K;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / K, k = i % K;
+    const int64_t si = (n / 128) * (K / 128) + k / 128;
+    const float s = f32 ? static_cast<const float*>(scale)[si]
+                        : detail::e8m0_to_float(static_cast<const uint8_t*>(scale)[si]);
+    const __nv_bfloat16 b = __float2bfloat16_rn(e4m3_to_float(w[i]) * s);
+    out[i] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+}
+
+__global__ void dequant_mxfp4_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int64_t N,
+                                     int64_t K, uint16_t* __restrict__ out) {
+  constexpr float kLut[16] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+  const int64_t total = N * K;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t n = i / K, k = i % K;
+    const uint8_t byte = w[n * (K / 2) + k / 2];
+    const uint8_t code = (k & 1) ? (byte >> 4) : (byte & 0xf);
+    const float s = detail::e8m0_to_float(scale[n * (K / 32) + k / 32]);
+    const __nv_bfloat16 b = __float2bfloat16_rn(kLut[code] * s);
+    out[i] = *reinterpret_cast<const uint16_t*>(&b);
+  }
+}
+
+}  // namespace
+
+bool quantize_act_fp8(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales, void* stream) {
+  if (K % 128 != 0) return fail("quantize_act_fp8: K % 128 != 0");
+  if (M <= 0) return true;
+  const int64_t warps = M * (K / 128);
+  const int threads = 256;
+  const int64_t blocks = (warps * 32 + threads - 1) / threads;
+  if (x_is_bf16)
+    quant_act_kernel<true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales);
+  else
+    quant_act_kernel<false><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales);
+  return check_launch("quantize_act_fp8");
+}
+
+bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y, void* stream) {
+  if (n <= 0) return true;
+  rms_norm_kernel<<<n, 256, 0, as_stream(stream)>>>(x, d, weight, eps, y);
+  return check_launch("rms_norm");
+}
+
+bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream) {
+  if (w.n % 128 || w.k % 128) return fail("dequant_fp8_to_bf16: N, K must be multiples of 128");
+  dequant_fp8_kernel<<<2048, 256, 0, as_stream(stream)>>>(w.data, w.scale, w.scale_is_f32, w.n, w.k, out);
+  return check_launch("dequant_fp8_to_bf16");
+}
+
+bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out, void* stream) {
+  if (K % 32) return fail("dequant_mxfp4_to_bf16: K % 32 != 0");
+  dequant_mxfp4_kernel<<<2048, 256, 0, as_stream(stream)>>>(w, scale, N, K, out);
+  return check_launch("dequant_mxfp4_to_bf16");
+}
+
+}  // namespace deepinfer::cuda

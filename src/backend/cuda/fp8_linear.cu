@@ -1,0 +1,307 @@
+// FP8 block-scaled linear y = x W^T on tensor cores (mma.sync m16n8k32 e4m3, fp32 accumulate).
+//
+// K permutation: thread (g = lane/4, t = lane%4) loads 16 contiguous K bytes of a row, and one
+// 64-wide K step is two mma: the first takes bytes 0-7 of each thread's 16 (as the fragment's
+// K t*4..t*4+3 and 16+t*4..), the second bytes 8-15. A and B use the same mapping, so the dot
+// product is unchanged and every fragment load is one 16-byte access.
+// Scales: one per 128 along K for x, per 128x128 tile for W; each 128-wide K block is
+// accumulated in a fresh fp32 fragment, then added to the result times sx * sw.
+#include "backend/cuda/cuda_common.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+
+namespace {
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
+  return f32 ? static_cast<const float*>(s)[i] : detail::e8m0_to_float(static_cast<const uint8_t*>(s)[i]);
+}
+
+// ---------------- decode path: weight streaming, M <= 16 * MT ----------------
+// grid (N/8, ksplit), 8 warps; warp slice s = blockIdx.y*8 + warp takes K blocks s, s+S, ...
+template <int MT>
+__global__ void __launch_bounds__(256) fp8_skinny_kernel(const uint8_t* __restrict__ xq, const float* __restrict__ xs,
+                                                         int M, const uint8_t* __restrict__ w,
+                                                         const void* __restrict__ wsc, bool wsc_f32, int N, int K,
+                                                         float* __restrict__ out) {
+  __shared__ float red[8][MT * 16][8];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * 8;
+  const int nkb = K / 128;
+  const int S = gridDim.y * 8;
+  const uint8_t* wrow = w + int64_t(n0 + g) * K + t * 16;
+  float acc[MT][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
+
+  int kb = blockIdx.y * 8 + warp;
+  uint4 wc0 = make_uint4(0, 0, 0, 0), wc1 = wc0;
+  if (kb < nkb) {
+    wc0 = detail::ldg_nc_v4(wrow + kb * 128);
+    wc1 = detail::ldg_nc_v4(wrow + kb * 128 + 64);
+  }
+  for (; kb < nkb; kb += S) {
+    uint4 wn0 = make_uint4(0, 0, 0, 0), wn1 = wn0;
+    if (kb + S < nkb) {  // prefetch the next block of this warp
+      wn0 = detail::ldg_nc_v4(wrow + (kb + S) * 128);
+      wn1 = detail::ldg_nc_v4(wrow + (kb + S) * 128 + 64);
+    }
+    const float sw = wscale(wsc, wsc_f32, int64_t(n0 / 128) * nkb + kb);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int r0 = mt * 16 + g, r1 = r0 + 8;
+      uint4 a00 = make_uint4(0, 0, 0, 0), a01 = a00, a10 = a00, a11 = a00;
+      float s0 = 0.f, s1 = 0.f;
+      if (r0 < M) {
+        const uint8_t* p = xq + int64_t(r0) * K + kb * 128 + t * 16;
+        a00 = *reinterpret_cast<const uint4*>(p);
+        a01 = *reinterpret_cast<const uint4*>(p + 64);
+        s0 = xs[int64_t(r0) * nkb + kb];
+      }
+      if (r1 < M) {
+        const uint8_t* p = xq + int64_t(r1) * K + kb * 128 + t * 16;
+        a10 = *reinterpret_cast<const uint4*>(p);
+        a11 = *reinterpret_cast<const uint4*>(p + 64);
+        s1 = xs[int64_t(r1) * nkb + kb];
+      }
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+      mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, wc0.x, wc0.y);
+      mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, wc0.z, wc0.w);
+      mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, wc1.x, wc1.y);
+      mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, wc1.z, wc1.w);
+      acc[mt][0] = fmaf(c[0], s0 * sw, acc[mt][0]);
+      acc[mt][1] = fmaf(c[1], s0 * sw, acc[mt][1]);
+      acc[mt][2] = fmaf(c[2], s1 * sw, acc[mt][2]);
+      acc[mt][3] = fmaf(c[3], s1 * sw, acc[mt][3]);
+    }
+    wc0 = wn0;
+    wc1 = wn1;
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    red[warp][mt * 16 + g][2 * t] = acc[mt][0];
+    red[warp][mt * 16 + g][2 * t + 1] = acc[mt][1];
+    red[warp][mt * 16 + g + 8][2 * t] = acc[mt][2];
+    red[warp][mt * 16 + g + 8][2 * t + 1] = acc[mt][3];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < MT * 16 * 8; i += 256) {
+    const int r = i / 8, c = i % 8;
+    if (r >= M) continue;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s += red[k][r][c];  // fixed order
+    out[(int64_t(blockIdx.y) * M + r) * N + n0 + c] = s;
+  }
+}
+
+__global__ void splitk_reduce_kernel(const float* __restrict__ part, int ksplit, int64_t MN, float* __restrict__ y) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < MN; i += int64_t(gridDim.x) * blockDim.x) {
+    float s = 0.f;
+    for (int k = 0; k < ksplit; ++k) s += part[k * MN + i];  // fixed order
+    y[i] = s;
+  }
+}
+
+// The split depends on N and K only (never on M): batch-invariant reduction order.
+int skinny_ksplit(int64_t N, int64_t K) {
+  const int64_t tiles = N / 8, nkb = K / 128;
+  int64_t ks = (1056 + tiles - 1) / tiles;
+  const int64_t cap = nkb / 8 > 0 ? nkb / 8 : 1;
+  if (ks > cap) ks = cap;
+  if (ks < 1) ks = 1;
+  return static_cast<int>(ks);
+}
+
+// ---------------- prefill path: 128x128x128 tiles, 3-stage cp.async ----------------
+constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 3, kLds = 192;  // row stride 192 B: conflict-free
+constexpr int kTileBytes = kBM * kLds;
+constexpr int kSmemBytes = kStages * 2 * kTileBytes;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
+}
+
+__global__ void __launch_bounds__(256, 1) fp8_tiled_kernel(const uint8_t* __restrict__ xq, const float* __restrict__ xs,
+                                                           int M, const uint8_t* __restrict__ w,
+                                                           const void* __restrict__ wsc, bool wsc_f32, int N, int K,
+                                                           float* __restrict__ y) {
+  extern __shared__ __align__(128) uint8_t smem[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 x 32
+  const int m0 = blockIdx.y * kBM, n0 = blockIdx.x * kBN;
+  const int nkb = K / kBK;
+
+  auto load_tile = [&](int stage, int kb) {
+    uint8_t* sa = smem + stage * 2 * kTileBytes;
+    uint8_t* sb = sa + kTileBytes;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int c = tid + i * 256, row = c >> 3, col = (c & 7) * 16;
+      const bool ok = m0 + row < M;
+      const uint8_t* src = xq + int64_t(ok ? m0 + row : 0) * K + kb * kBK + col;
+      cp_async16(sa + row * kLds + col, src, ok);
+      cp_async16(sb + row * kLds + col, w + int64_t(n0 + row) * K + kb * kBK + col, true);
+    }
+  };
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int a = 0; a < 4; ++a)
+#pragma unroll
+    for (int b = 0; b < 4; ++b)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[a][b][i] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < nkb) load_tile(s, s);
+    asm volatile("cp.async.commit_group;");
+  }
+  for (int kb = 0; kb < nkb; ++kb) {
+    asm volatile("cp.async.wait_group %0;" ::"n"(kStages - 2));
+    __syncthreads();
+    if (kb + kStages - 1 < nkb) load_tile((kb + kStages - 1) % kStages, kb + kStages - 1);
+    asm volatile("cp.async.commit_group;");
+
+    const uint8_t* sa = smem + (kb % kStages) * 2 * kTileBytes;
+    const uint8_t* sb = sa + kTileBytes;
+    float c[4][4][4];
+#pragma unroll
+    for (int a = 0; a < 4; ++a)
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) c[a][b][i] = 0.f;
+#pragma unroll
+    for (int step = 0; step < 2; ++step) {
+      uint4 af[4][2], bf[4];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt) {
+        const int r = wm * 64 + mt * 16 + g;
+        af[mt][0] = *reinterpret_cast<const uint4*>(sa + r * kLds + step * 64 + t * 16);
+        af[mt][1] = *reinterpret_cast<const uint4*>(sa + (r + 8) * kLds + step * 64 + t * 16);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        const int r = wn * 32 + nt * 8 + g;
+        bf[nt] = *reinterpret_cast<const uint4*>(sb + r * kLds + step * 64 + t * 16);
+      }
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int nt = 0; nt < 4; ++nt) {
+          mma_e4m3(c[mt][nt], af[mt][0].x, af[mt][1].x, af[mt][0].y, af[mt][1].y, bf[nt].x, bf[nt].y);
+          mma_e4m3(c[mt][nt], af[mt][0].z, af[mt][1].z, af[mt][0].w, af[mt][1].w, bf[nt].z, bf[nt].w);
+        }
+    }
+    const float sw = wscale(wsc, wsc_f32, int64_t(n0 / 128) * nkb + kb);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) {
+      const int r0 = m0 + wm * 64 + mt * 16 + g, r1 = r0 + 8;
+      const float s0 = r0 < M ? xs[int64_t(r0) * nkb + kb] * sw : 0.f;
+      const float s1 = r1 < M ? xs[int64_t(r1) * nkb + kb] * sw : 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt) {
+        acc[mt][nt][0] = fmaf(c[mt][nt][0], s0, acc[mt][nt][0]);
+        acc[mt][nt][1] = fmaf(c[mt][nt][1], s0, acc[mt][nt][1]);
+        acc[mt][nt][2] = fmaf(c[mt][nt][2], s1, acc[mt][nt][2]);
+        acc[mt][nt][3] = fmaf(c[mt][nt][3], s1, acc[mt][nt][3]);
+      }
+    }
+  }
+  asm volatile("cp.async.wait_group 0;");
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt) {
+    const int r0 = m0 + wm * 64 + mt * 16 + g, r1 = r0 + 8;
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = n0 + wn * 32 + nt * 8 + 2 * t;
+      if (r0 < M) *reinterpret_cast<float2*>(y + int64_t(r0) * N + col) = make_float2(acc[mt][nt][0], acc[mt][nt][1]);
+      if (r1 < M) *reinterpret_cast<float2*>(y + int64_t(r1) * N + col) = make_float2(acc[mt][nt][2], acc[mt][nt][3]);
+    }
+  }
+}
+
+bool check_shapes(const char* what, int64_t M, const Fp8Weight& w) {
+  if (!w.data || !w.scale) return fail(std::string(what) + ": null weight");
+  if (w.n % 128 || w.k % 128) return fail(std::string(what) + ": N and K must be multiples of 128");
+  if (M < 0 || M > (int64_t(1) << 30)) return fail(std::string(what) + ": bad M");
+  return true;
+}
+
+}  // namespace
+
+size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K) {
+  if (M > 64) return 0;
+  const int ks = skinny_ksplit(N, K);
+  return ks > 1 ? size_t(ks) * size_t(M) * size_t(N) * sizeof(float) : 0;
+}
+
+bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
+                       void* stream) {
+  if (!check_shapes("fp8_linear_skinny", M, w)) return false;
+  if (M > 64) return fail("fp8_linear_skinny: M > 64");
+  if (M == 0) return true;
+  const int ks = skinny_ksplit(w.n, w.k);
+  if (ks > 1 && !workspace) return fail("fp8_linear_skinny: workspace required");
+  float* out = ks > 1 ? static_cast<float*>(workspace) : y;
+  const dim3 grid(static_cast<unsigned>(w.n / 8), static_cast<unsigned>(ks));
+  const cudaStream_t s = as_stream(stream);
+  const int m = static_cast<int>(M), n = static_cast<int>(w.n), k = static_cast<int>(w.k);
+  if (M <= 16)
+    fp8_skinny_kernel<1><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
+  else if (M <= 32)
+    fp8_skinny_kernel<2><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
+  else
+    fp8_skinny_kernel<4><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
+  if (!check_launch("fp8_skinny_kernel")) return false;
+  if (ks > 1) {
+    const int64_t mn = M * w.n;
+    const int blocks = static_cast<int>((mn + 255) / 256 < 1024 ? (mn + 255) / 256 : 1024);
+    splitk_reduce_kernel<<<blocks, 256, 0, s>>>(out, ks, mn, y);
+    if (!check_launch("splitk_reduce_kernel")) return false;
+  }
+  return true;
+}
+
+bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* stream) {
+  if (!check_shapes("fp8_linear_tiled", M, w)) return false;
+  if (M == 0) return true;
+  static bool attr_set = false;
+  if (!attr_set) {
+    if (!detail::check(cudaFuncSetAttribute(fp8_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes),
+                       "cudaFuncSetAttribute(fp8_tiled_kernel)"))
+      return false;
+    attr_set = true;
+  }
+  const dim3 grid(static_cast<unsigned>(w.n / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
+  fp8_tiled_kernel<<<grid, 256, kSmemBytes, as_stream(stream)>>>(xq, xs, static_cast<int>(M), w.data, w.scale,
+                                                                  w.scale_is_f32, static_cast<int>(w.n),
+                                                                  static_cast<int>(w.k), y);
+  return check_launch("fp8_tiled_kernel");
+}
+
+bool fp8_linear(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
+                void* stream) {
+  if (M <= 64) return fp8_linear_skinny(xq, xs, M, w, y, workspace, stream);
+  return fp8_linear_tiled(xq, xs, M, w, y, stream);
+}
+
+}  // namespace deepinfer::cuda

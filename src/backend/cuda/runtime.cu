@@ -1,0 +1,63 @@
+// Memory, copies and errors of the CUDA op set.
+#include "backend/cuda/cuda_common.cuh"
+
+namespace deepinfer::cuda {
+
+namespace detail {
+namespace {
+thread_local std::string g_last_error;
+}
+void set_error(const std::string& msg) { g_last_error = msg; }
+}  // namespace detail
+
+using detail::check;
+
+const std::string& last_error() { return detail::g_last_error; }
+
+bool device_available() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();  // clear the sticky "no device" error
+    return false;
+  }
+  return true;
+}
+
+void* device_alloc(size_t bytes) {
+  void* p = nullptr;
+  if (!check(cudaMalloc(&p, bytes), "cudaMalloc")) return nullptr;
+  return p;
+}
+void device_free(void* p) {
+  if (p) cudaFree(p);
+}
+bool copy_to_device(void* dst, const void* src, size_t bytes) {
+  return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy_to_device");
+}
+bool copy_to_host(void* dst, const void* src, size_t bytes) {
+  return check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy_to_host");
+}
+bool copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, detail::as_stream(stream)),
+               "copy_device_to_device");
+}
+bool synchronize() { return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+namespace {
+__global__ void fill_random_kernel(uint32_t* p, size_t words, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < words; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + 0x9e3779b97f4a7c15ull * (i + 1);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    p[i] = static_cast<uint32_t>(z ^ (z >> 31));
+  }
+}
+}  // namespace
+
+bool fill_random_bytes(void* dst, size_t bytes, uint64_t seed, void* stream) {
+  if (bytes % 4) return detail::fail("fill_random_bytes: bytes % 4 != 0");
+  fill_random_kernel<<<1024, 256, 0, detail::as_stream(stream)>>>(static_cast<uint32_t*>(dst), bytes / 4, seed);
+  return detail::check_launch("fill_random_bytes");
+}
+
+}  // namespace deepinfer::cuda

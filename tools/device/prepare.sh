@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Here (the development machine): copy the GoogleTest sources that the device lacks into the
+# ignored folder .device-deps/, to be named in the device call's `carry`.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rm -rf .device-deps && mkdir -p .device-deps
+cp -r /usr/src/googletest .device-deps/googletest
+du -sh .device-deps
