@@ -60,6 +60,10 @@ Result<int> Server::start() {
   DI_TRY(ctx_.cfg.validate());
   DI_ASSIGN_OR_RETURN(port_, http_->bind(ctx_.cfg.host, ctx_.cfg.port));
   thread_ = std::thread([this] { http_->run(); });
+  // httplib's stop() is a no-op until the listen loop runs: wait for it, so shutdown() right
+  // after start() cannot miss it.
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!http_->is_running() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   DI_LOG(Info, "serving '%s' on http://%s:%d (%s)", ctx_.model_name.c_str(), ctx_.cfg.host.c_str(), port_,
          ctx_.tok ? "tokenizer loaded" : "no tokenizer: token-id prompts only");
   return port_;
