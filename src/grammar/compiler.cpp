@@ -1,0 +1,191 @@
+#include "grammar/compiler.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "grammar/ebnf_parser.h"
+#include "grammar/pda.h"
+#include "grammar/regex_converter.h"
+
+namespace deepinfer::grammar {
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Classifies every matchable token for one top-of-stack state by a preorder walk of the vocabulary
+// trie (tokens with a common prefix share the automaton work; a dead prefix skips its subtree).
+class Classifier {
+ public:
+  Classifier(const ByteMachine& m, const TokenizerInfo& tok, int32_t expand_levels)
+      : m_(m), tok_(tok), pda_(m, pool_, expand_levels) {
+    int32_t max_depth = 0;
+    for (int32_t d : tok.trie().depth) max_depth = std::max(max_depth, d);
+    open_.resize(static_cast<size_t>(max_depth) + 2);
+    closed_.resize(static_cast<size_t>(max_depth) + 2);
+    flag_.resize(static_cast<size_t>(max_depth) + 2);
+  }
+
+  void run(int32_t state, StateTokenCache& out) {
+    pool_.clear();
+    const TokenTrie& t = tok_.trie();
+    std::vector<int32_t> accepted;
+    std::vector<int32_t>& uncertain = out.uncertain_ids;
+    uncertain.clear();
+    auto add_range = [&](std::vector<int32_t>& v, int32_t node_b, int32_t node_e) {
+      v.insert(v.end(), t.tokens.begin() + t.token_begin[static_cast<size_t>(node_b)],
+               t.tokens.begin() + t.token_begin[static_cast<size_t>(node_e)]);
+    };
+    open_[0].assign(1, Handle{state, -1, 0});
+    flag_[0] = (pda_.closure(open_[0], closed_[0]) & Pda::kHorizon) != 0;
+    int32_t n = t.num_nodes();
+    int32_t i = 1;
+    while (i < n) {
+      auto iu = static_cast<size_t>(i);
+      auto d = static_cast<size_t>(t.depth[iu]);
+      std::vector<Handle>& s = open_[d];
+      pda_.step(closed_[d - 1], t.byte[iu], s);
+      int32_t end = t.subtree_end[iu];
+      if (s.empty()) {
+        if (flag_[d - 1]) add_range(uncertain, i, end);
+        i = end;
+        continue;
+      }
+      bool inside = false;
+      for (const Handle& h : s) inside = inside || h.level == 0;
+      std::vector<int32_t>& dst = inside ? accepted : uncertain;
+      dst.insert(dst.end(), t.tokens.begin() + t.token_begin[iu], t.tokens.begin() + t.token_begin[iu + 1]);
+      if (end > i + 1) {
+        bool horizon = (pda_.closure(s, closed_[d]) & Pda::kHorizon) != 0;  // always computed
+        flag_[d] = flag_[d - 1] || horizon;
+        if (closed_[d].empty()) {
+          if (flag_[d]) add_range(uncertain, i + 1, end);
+          i = end;
+          continue;
+        }
+      }
+      ++i;
+    }
+    std::sort(accepted.begin(), accepted.end());
+    out.num_accepted = static_cast<int32_t>(accepted.size());
+    if (accepted.size() * 32 > static_cast<size_t>(tok_.vocab_size())) {
+      out.accepted_bitset.assign(static_cast<size_t>(tok_.bitmask_words()), 0);
+      for (int32_t id : accepted) out.accepted_bitset[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+    } else {
+      out.accepted_ids = std::move(accepted);
+    }
+  }
+
+ private:
+  const ByteMachine& m_;
+  const TokenizerInfo& tok_;
+  NodePool pool_;
+  Pda pda_;
+  std::vector<std::vector<Handle>> open_;
+  std::vector<std::vector<Handle>> closed_;
+  std::vector<uint8_t> flag_;
+};
+
+}  // namespace
+
+GrammarCompiler::GrammarCompiler(std::shared_ptr<const TokenizerInfo> tokenizer, CompilerOptions options)
+    : tokenizer_(std::move(tokenizer)), options_(options) {}
+
+size_t GrammarCompiler::cache_size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cache_.size();
+}
+
+int64_t GrammarCompiler::cache_hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Grammar& g) {
+  DI_TRY(g.validate());
+  std::string ebnf = g.to_ebnf();
+  std::string key = std::to_string(tokenizer_->fingerprint()) + "\n" + ebnf;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      it->second.second = ++clock_;
+      ++hits_;
+      return it->second.first;
+    }
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  std::shared_ptr<CompiledGrammar> cg(new CompiledGrammar());
+  DI_ASSIGN_OR_RETURN(cg->machine_, build_byte_machine(g, options_.max_states));
+  cg->tokenizer_ = tokenizer_;
+  cg->ebnf_ = std::move(ebnf);
+  const ByteMachine& m = cg->machine_;
+  cg->stats_.num_rules = g.num_rules();
+  cg->stats_.num_states = m.num_states;
+  cg->stats_.build_ms = ms_since(t0);
+
+  auto t1 = std::chrono::steady_clock::now();
+  std::vector<int32_t> todo;
+  for (int32_t s = 0; s < m.num_states; ++s) {
+    if (m.needs_cache[static_cast<size_t>(s)]) todo.push_back(s);
+  }
+  cg->caches_.resize(static_cast<size_t>(m.num_states));
+  std::atomic<size_t> next{0};
+  auto worker = [&]() {
+    Classifier c(m, *tokenizer_, options_.context_expansion_depth);
+    for (size_t k = next++; k < todo.size(); k = next++) c.run(todo[k], cg->caches_[static_cast<size_t>(todo[k])]);
+  };
+  int32_t nt = std::clamp(options_.num_threads, 1, 64);
+  nt = std::min<int32_t>(nt, static_cast<int32_t>(std::max<size_t>(1, todo.size())));
+  std::vector<std::thread> threads;
+  for (int32_t i = 1; i < nt; ++i) threads.emplace_back(worker);
+  worker();
+  for (std::thread& th : threads) th.join();
+  cg->stats_.classify_ms = ms_since(t1);
+  cg->stats_.num_cached_states = static_cast<int32_t>(todo.size());
+  int64_t bytes = static_cast<int64_t>(m.next.size() * sizeof(int32_t));
+  for (const StateTokenCache& c : cg->caches_) {
+    cg->stats_.num_uncertain += static_cast<int64_t>(c.uncertain_ids.size());
+    cg->stats_.max_uncertain = std::max<int64_t>(cg->stats_.max_uncertain, static_cast<int64_t>(c.uncertain_ids.size()));
+    bytes += static_cast<int64_t>((c.accepted_bitset.size() + c.accepted_ids.size() + c.uncertain_ids.size()) * 4);
+  }
+  cg->stats_.cache_bytes = bytes;
+
+  std::shared_ptr<const CompiledGrammar> result = cg;
+  std::lock_guard<std::mutex> lock(mu_);
+  cache_[key] = {result, ++clock_};
+  while (cache_.size() > std::max<size_t>(1, options_.max_cache_entries)) {
+    auto oldest = cache_.begin();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->second.second < oldest->second.second) oldest = it;
+    }
+    cache_.erase(oldest);
+  }
+  return result;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_ebnf(std::string_view ebnf, std::string_view root) {
+  DI_ASSIGN_OR_RETURN(Grammar g, parse_ebnf(ebnf, root));
+  return compile(g);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_regex(std::string_view pattern) {
+  DI_ASSIGN_OR_RETURN(Grammar g, regex_to_grammar(pattern));
+  return compile(g);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_json_schema(std::string_view schema,
+                                                                                     const JsonSchemaOptions& opts) {
+  DI_ASSIGN_OR_RETURN(Grammar g, json_schema_to_grammar(schema, opts));
+  return compile(g);
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_builtin_json(bool object_only,
+                                                                                      const JsonSchemaOptions& opts) {
+  return compile_ebnf(builtin_json_ebnf(object_only, opts));
+}
+
+}  // namespace deepinfer::grammar
