@@ -243,7 +243,7 @@ void run_stream(std::shared_ptr<ChatRun> run, ChunkSink& sink) {
     if (!run->apply(*ce, d, error)) break;
     const bool now_finished = !was_finished && !run->finish[c].empty();
     Json delta = run->delta_json(c, d);
-    if (delta.empty() && d.tokens.empty() && !now_finished) continue;
+    if (delta.empty() && !now_finished && !(run->logprobs && !d.tokens.empty())) continue;
     if (!write(run->chunk(Json::array({run->choice_chunk(c, std::move(delta), &d.tokens, now_finished)})))) {
       return run->gen->cancel();
     }

@@ -142,7 +142,7 @@ void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
     const bool was_finished = !run->finish[c].empty();
     if (!run->apply(*ce, d, error)) break;
     const bool now_finished = !was_finished && !run->finish[c].empty();
-    if (d.text.empty() && d.tokens.empty() && !now_finished) continue;
+    if (d.text.empty() && !now_finished && !((run->logprobs || run->token_ids) && !d.tokens.empty())) continue;
     Json lp;
     if (run->logprobs) {
       lp = CompletionRun::empty_logprobs();

@@ -17,5 +17,6 @@ struct Registry {
 void register_model_commands(CLI::App& app, Registry& reg);      // score, generate, inspect
 void register_bench_commands(CLI::App& app, Registry& reg);      // bench, devices
 void register_tokenizer_commands(CLI::App& app, Registry& reg);  // tokenize, detokenize
+void register_serve_commands(CLI::App& app, Registry& reg);      // serve
 
 }  // namespace deepinfer::cli

@@ -1,0 +1,159 @@
+// `deepinfer serve MODEL_DIR`: the OpenAI-compatible HTTP server (src/server/) over the engine.
+// SIGTERM / SIGINT stop intake (new requests get 503) and let in-flight requests finish within
+// --shutdown-grace seconds; what is left is then cancelled and the process exits 0.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "commands.h"
+#include "core/log.h"
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+#if __has_include("engine/engine.h")
+#include "engine/engine.h"
+#define DI_SERVE_HAS_ENGINE 1
+#endif
+
+namespace deepinfer::cli {
+namespace {
+
+struct ServeArgs {
+  std::string model_dir;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::string served_model_name;
+  int64_t max_queue = 4096;
+  int64_t max_running = 64;
+  int64_t max_batch_tokens = 2048;
+  int64_t max_context = 65536;
+  int64_t state_memory_mib = 4096;
+  int64_t prefix_cache_mib = 512;
+  int threads = 0;
+  int http_threads = 128;
+  int64_t max_body_mib = 32;
+  int max_n = 64;
+  std::string chat_format = "v4";
+  bool thinking = false;
+  bool reasoning_alias = false;
+  bool skip_tokenizer_init = false;
+  double shutdown_grace_s = 30;
+};
+
+int run_serve(const ServeArgs& a) {
+#ifndef DI_SERVE_HAS_ENGINE
+  std::fprintf(stderr, "deepinfer serve: this build has no serving engine (src/engine/engine.h)\n");
+  return 1;
+#else
+  // Signals are taken by sigwait below: block them before any thread exists so every thread
+  // inherits the mask. A client that hangs up must not kill the process: ignore SIGPIPE.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::ServerConfig cfg;
+  cfg.host = a.host;
+  cfg.port = a.port;
+  cfg.served_model_name = a.served_model_name;
+  cfg.http_threads = a.http_threads;
+  cfg.max_body_bytes = static_cast<size_t>(a.max_body_mib) << 20;
+  cfg.max_n = a.max_n;
+  cfg.default_thinking = a.thinking;
+  cfg.emit_reasoning_alias = a.reasoning_alias;
+  if (a.chat_format == "v4") cfg.chat_format = tokenizer::ChatFormat::kV4;
+  else if (a.chat_format == "v41") cfg.chat_format = tokenizer::ChatFormat::kV41;
+  else {
+    std::fprintf(stderr, "deepinfer serve: --chat-format must be v4 or v41, got '%s'\n", a.chat_format.c_str());
+    return 2;
+  }
+  if (Status s = cfg.validate(); !s.is_ok()) {
+    std::fprintf(stderr, "deepinfer serve: %s\n", s.to_string().c_str());
+    return 2;
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  const bool has_tokenizer = std::filesystem::exists(std::filesystem::path(a.model_dir) / "tokenizer.json");
+  if (!a.skip_tokenizer_init && has_tokenizer) {
+    auto t = tokenizer::Tokenizer::from_path(a.model_dir);
+    if (!t.is_ok()) {
+      std::fprintf(stderr, "deepinfer serve: loading the tokenizer: %s\n", t.status().to_string().c_str());
+      return 1;
+    }
+    tok = std::move(t).value();
+  } else {
+    DI_LOG(Info, "no tokenizer (%s): serving token-id prompts only, generated ids in choices[i].token_ids",
+           a.skip_tokenizer_init ? "--skip-tokenizer-init" : "the model folder has no tokenizer.json");
+  }
+
+  EngineOptions eo;
+  eo.sched.max_waiting = a.max_queue;
+  eo.sched.max_running = a.max_running;
+  eo.sched.max_batch_tokens = a.max_batch_tokens;
+  eo.max_context = a.max_context;
+  eo.state_capacity_bytes = a.state_memory_mib << 20;
+  eo.prefix_cache_bytes = a.prefix_cache_mib << 20;
+  eo.threads = a.threads;
+  eo.served_model_name = a.served_model_name;
+  eo.load_tokenizer = tok != nullptr;
+  if (Status s = eo.validate(); !s.is_ok()) {
+    std::fprintf(stderr, "deepinfer serve: %s\n", s.to_string().c_str());
+    return 2;
+  }
+  auto engine = make_engine(a.model_dir, eo);
+  if (!engine.is_ok()) {
+    std::fprintf(stderr, "deepinfer serve: %s\n", engine.status().to_string().c_str());
+    return 1;
+  }
+
+  server::Server srv(**engine, tok.get(), cfg);
+  auto port = srv.start();
+  if (!port.is_ok()) {
+    std::fprintf(stderr, "deepinfer serve: %s\n", port.status().to_string().c_str());
+    return 1;
+  }
+  std::printf("deepinfer serve: listening on http://%s:%d/v1 (model '%s')\n", a.host.c_str(), *port,
+              srv.context().model_name.c_str());
+  std::fflush(stdout);
+
+  int sig = 0;
+  sigwait(&sigs, &sig);
+  DI_LOG(Info, "signal %d: stopping intake, finishing in-flight requests (grace %.0f s)", sig, a.shutdown_grace_s);
+  srv.shutdown(std::chrono::milliseconds(static_cast<int64_t>(a.shutdown_grace_s * 1000)));
+  return 0;
+#endif
+}
+
+}  // namespace
+
+void register_serve_commands(CLI::App& app, Registry& reg) {
+  auto a = std::make_shared<ServeArgs>();
+  CLI::App* s = app.add_subcommand("serve", "OpenAI-compatible HTTP server (/v1/chat/completions, /v1/completions, ...)");
+  s->add_option("model_dir", a->model_dir, "model folder")->required();
+  s->add_option("--host", a->host, "address to listen on");
+  s->add_option("--port", a->port, "port (0: any free port)");
+  s->add_option("--served-model-name", a->served_model_name, "model name clients send (default: the folder's name)");
+  s->add_option("--max-queue", a->max_queue, "requests waiting in the engine before 429");
+  s->add_option("--max-running", a->max_running, "sequences running at once");
+  s->add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step");
+  s->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
+  s->add_option("--state-memory-mib", a->state_memory_mib, "model state capacity (MiB)");
+  s->add_option("--prefix-cache-mib", a->prefix_cache_mib, "prefix cache capacity (MiB, 0: off)");
+  s->add_option("--threads", a->threads, "CPU threads of the engine (0: all)");
+  s->add_option("--http-threads", a->http_threads, "concurrent HTTP connections (each stream holds one)");
+  s->add_option("--max-body-mib", a->max_body_mib, "largest request body (MiB); larger gets 413");
+  s->add_option("--max-n", a->max_n, "largest n per request");
+  s->add_option("--chat-format", a->chat_format, "v4 | v41");
+  s->add_flag("--thinking", a->thinking, "thinking mode unless a request says otherwise");
+  s->add_flag("--reasoning-alias", a->reasoning_alias, "also emit `reasoning` next to `reasoning_content`");
+  s->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init, "do not load tokenizer.json: token-id prompts only");
+  s->add_option("--shutdown-grace", a->shutdown_grace_s, "seconds in-flight requests get after SIGTERM");
+  reg.add(s, [a] { return run_serve(*a); });
+}
+
+}  // namespace deepinfer::cli
