@@ -135,7 +135,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
   cg->caches_.resize(static_cast<size_t>(m.num_states));
   std::atomic<size_t> next{0};
   auto worker = [&]() {
-    Classifier c(m, *tokenizer_, options_.context_expansion_depth);
+    Classifier c(m, *tokenizer_, options_.context_expansion ? 1 : 0);
     for (size_t k = next++; k < todo.size(); k = next++) c.run(todo[k], cg->caches_[static_cast<size_t>(todo[k])]);
   };
   int32_t nt = std::clamp(options_.num_threads, 1, 64);

@@ -7,8 +7,8 @@
 // of the whole vocabulary computed without knowing the stack below (XGrammar's adaptive token
 // mask cache):
 //   accepted   - the token is consumed inside the state's rule: valid whatever the stack;
-//   rejected   - invalid in every context (also after the rule ends, in every place the rule
-//                is referenced from, up to `context_expansion_depth` levels);
+//   rejected   - invalid in every context (also after the rule ends, continuing in every place
+//                the rule is referenced from, transitively: context expansion, pda.h);
 //   uncertain  - depends on the stack; checked at run time by the Matcher.
 // Accepted sets are stored as a bitset when large, else as a sorted id list; uncertain ids are
 // kept in trie (lexicographic) order so the run-time check shares work between common prefixes.
@@ -71,7 +71,7 @@ class CompiledGrammar {
 
 struct CompilerOptions {
   int32_t num_threads = 2;               // classification workers
-  int32_t context_expansion_depth = 2;   // levels of "what may follow this rule" examined
+  bool context_expansion = true;         // reject tokens that fail after the rule in every context
   int32_t max_states = 1 << 19;          // automaton size limit per grammar
   size_t max_cache_entries = 256;        // compiled grammars kept (least recently used evicted)
 };

@@ -88,11 +88,14 @@ uint32_t Pda::closure(std::span<const Handle> in, std::vector<Handle>& out) {
     if (h.parent >= 0) {
       const NodePool::Node& n = pool_.node(h.parent);
       visit(Handle{n.state, n.parent, h.level});
-    } else if (h.level < expand_levels_) {
-      if (h.level == 0) flags |= kComplete;
-      for (int32_t f : m_.follow[static_cast<size_t>(m_.state_rule[s])]) visit(Handle{f, -1, h.level + 1});
     } else {
-      flags |= h.level == 0 ? kComplete : kHorizon;
+      if (h.level == 0) flags |= kComplete;
+      // Context expansion: continue in every place the finished rule is referenced from. Level 1
+      // pops re-expand (the set of (state, bottom, 1) handles is finite, `seen_` ends the walk), so
+      // the union covers every real stack: a token dead here is dead in every context.
+      if (expand_levels_ > 0) {
+        for (int32_t f : m_.follow[static_cast<size_t>(m_.state_rule[s])]) visit(Handle{f, -1, 1});
+      }
     }
   }
   return flags;

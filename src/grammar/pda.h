@@ -9,11 +9,11 @@
 // final states (pop), keeping the handles that can read a byte; step() reads one byte.
 //
 // For the compile-time token classification a handle also has a `level`: 0 while it is inside the
-// state being classified; a pop past the bottom of the stack at level k < expand_levels continues
-// in every return state that references the finished rule (XGrammar's context expansion) at level
-// k+1, and a pop past the bottom at level expand_levels raises kHorizon (the rest depends on the
-// real stack). At run time expand_levels is 0 and a pop past the bottom at level 0 raises
-// kComplete (the whole grammar can end here).
+// state being classified; a pop past the bottom of the stack continues at level 1 in every return
+// state that references the finished rule (XGrammar's context expansion, here taken to its
+// fixpoint: level-1 pops expand again), so level-1 handles over-approximate every real stack.
+// At run time expand_levels is 0 and a pop past the bottom raises kComplete (the whole grammar
+// can end here). kHorizon is reserved for a bounded expansion and is not raised by this one.
 #pragma once
 
 #include <cstdint>
