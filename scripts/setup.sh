@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(build-essential cmake ninja-build pkg-config
           nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-          libpcre2-dev libutf8proc-dev libxxhash-dev zlib1g-dev)
+          libpcre2-dev libutf8proc-dev libxxhash-dev zlib1g-dev
+          libcpp-httplib-dev python3-numpy)
 missing=()
 for p in "${PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -1,4 +1,4 @@
-// `deepinfer score`, `generate` and `inspect`: the model-level subcommands.
+// `deepinfer score` and `inspect`: the model-level subcommands (generate: cmd_generate.cpp).
 #include <cstdio>
 #include <map>
 
@@ -76,42 +76,6 @@ int run_score(const ModelArgs& a, int64_t top_k) {
   return s.is_ok() ? 0 : fail(s);
 }
 
-int run_generate(const ModelArgs& a) {
-  auto lines = read_jsonl(a.input);
-  if (!lines.is_ok()) return fail(lines.status());
-  std::vector<GenerateRequest> reqs;
-  std::vector<nlohmann::json> ids;
-  for (const auto& l : *lines) {
-    const std::string where = a.input + ":" + std::to_string(l.line_no) + ": ";
-    auto toks = token_array(l, "prompt_tokens", a.input);
-    if (!toks.is_ok()) return fail(toks.status());
-    GenerateRequest r;
-    r.prompt = std::move(toks).value();
-    if (l.value.contains("max_tokens")) {
-      if (!l.value["max_tokens"].is_number_integer() || l.value["max_tokens"].get<int64_t>() < 0)
-        return fail(Status::invalid_argument(where + "'max_tokens' must be a non-negative integer"));
-      r.max_tokens = l.value["max_tokens"].get<int64_t>();
-    }
-    if (l.value.contains("temperature") &&
-        (!l.value["temperature"].is_number() || l.value["temperature"].get<double>() != 0.0))
-      return fail(Status::unsupported(where + "only greedy decoding (temperature 0) is implemented so far"));
-    reqs.push_back(std::move(r));
-    ids.push_back(l.value.contains("id") ? l.value["id"] : nlohmann::json(l.line_no));
-  }
-  auto backend = make_cpu(a.threads);
-  if (!backend.is_ok()) return fail(backend.status());
-  auto model = v4::V4Model::load(a.model_dir, **backend);
-  if (!model.is_ok()) return fail(model.status());
-  auto results = generate_greedy(**model, reqs);
-  if (!results.is_ok()) return fail(results.status());
-  AtomicWriter w(a.output);
-  if (!w.ok()) return fail(Status::invalid_argument(a.output + ": cannot write"));
-  for (size_t i = 0; i < reqs.size(); ++i)
-    w.line({{"id", ids[i]}, {"tokens", (*results)[i].tokens}, {"finish_reason", (*results)[i].finish_reason}});
-  Status s = w.commit();
-  return s.is_ok() ? 0 : fail(s);
-}
-
 int run_inspect(const std::string& dir, bool as_json);
 
 }  // namespace
@@ -126,15 +90,6 @@ void register_model_commands(CLI::App& app, Registry& reg) {
   score->add_option("--top-logprobs", *top_k, "alternatives per position");
   score->add_option("--threads", args->threads, "CPU threads (0: all)");
   reg.add(score, [args, top_k] { return run_score(*args, *top_k); });
-
-  auto gargs = std::make_shared<ModelArgs>();
-  CLI::App* gen = app.add_subcommand("generate", "greedy generation from token prompts (JSONL in/out)");
-  gen->add_option("model_dir", gargs->model_dir, "model folder")->required();
-  gen->add_option("--input", gargs->input, "JSONL: {\"id\", \"prompt_tokens\", \"max_tokens\", \"temperature\": 0}")
-      ->required();
-  gen->add_option("--output", gargs->output, "JSONL: {\"id\", \"tokens\", \"finish_reason\"}")->required();
-  gen->add_option("--threads", gargs->threads, "CPU threads (0: all)");
-  reg.add(gen, [gargs] { return run_generate(*gargs); });
 
   auto dir = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);

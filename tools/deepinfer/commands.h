@@ -14,7 +14,8 @@ struct Registry {
   void add(CLI::App* sub, Handler h) { commands.emplace_back(sub, std::move(h)); }
 };
 
-void register_model_commands(CLI::App& app, Registry& reg);      // score, generate, inspect
+void register_model_commands(CLI::App& app, Registry& reg);      // score, inspect
+void register_generate_commands(CLI::App& app, Registry& reg);   // generate
 void register_bench_commands(CLI::App& app, Registry& reg);      // bench, devices
 void register_tokenizer_commands(CLI::App& app, Registry& reg);  // tokenize, detokenize
 void register_serve_commands(CLI::App& app, Registry& reg);      // serve

@@ -8,6 +8,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   deepinfer::cli::Registry reg;
   deepinfer::cli::register_model_commands(app, reg);
+  deepinfer::cli::register_generate_commands(app, reg);
   deepinfer::cli::register_bench_commands(app, reg);
   deepinfer::cli::register_serve_commands(app, reg);
 #ifdef DI_HAVE_TOKENIZER_COMMANDS
