@@ -19,6 +19,35 @@ std::vector<int64_t> select_top_k(const float* scores, int64_t n, int64_t k) {
   return idx;
 }
 
+void sink_attention(const float* q, int64_t H, int64_t D, const std::vector<const float*>& rows,
+                    const float* sinks, float scale, const Rope& rope, int64_t pos, std::vector<float>& logits,
+                    float* o) {
+  logits.resize(rows.size());
+  for (int64_t hh = 0; hh < H; ++hh) {
+    const float* qh = q + hh * D;
+    float mx = sinks[hh];
+    for (size_t r = 0; r < rows.size(); ++r) mx = std::max(mx, logits[r] = dot_f32(qh, rows[r], D) * scale);
+    float sum = std::exp(sinks[hh] - mx);
+    for (size_t r = 0; r < rows.size(); ++r) sum += (logits[r] = std::exp(logits[r] - mx));
+    float* oh = o + hh * D;
+    std::fill(oh, oh + D, 0.f);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float pr = logits[r] / sum;
+      const float* row = rows[r];
+      for (int64_t k = 0; k < D; ++k) oh[k] += pr * row[k];
+    }
+    rope.apply(oh, D, pos, /*inverse=*/true);
+  }
+}
+
+void grouped_output(CpuOps& ops, const float* o, int64_t N, int64_t HD, int64_t G, int64_t R, const Weight& wo_a,
+                    const Weight& wo_b, float* out) {
+  const int64_t gin = HD / G;
+  std::vector<float> z(N * G * R);
+  for (int64_t g = 0; g < G; ++g) ops.linear(o + g * gin, N, HD, wo_a, g * R, (g + 1) * R, z.data() + g * R, G * R);
+  ops.linear(z.data(), N, wo_b, out);
+}
+
 namespace {
 
 // Per-head unweighted RMS norm, then RoPE on each head's trailing dims.
@@ -132,22 +161,8 @@ void attention_forward(CpuOps& ops, const V4Config& c, const BlockWeights& w, co
             for (int64_t e = 0; e < visible; ++e) rows.push_back(st.kv->entries.row(e));
           }
         }
-        logits.resize(rows.size());
-        for (int64_t hh = 0; hh < H; ++hh) {
-          const float* qh = q.data() + (t * H + hh) * D;
-          float mx = a.sinks[hh];
-          for (size_t r = 0; r < rows.size(); ++r) mx = std::max(mx, logits[r] = dot_f32(qh, rows[r], D) * scale);
-          float sum = std::exp(a.sinks[hh] - mx);
-          for (size_t r = 0; r < rows.size(); ++r) sum += (logits[r] = std::exp(logits[r] - mx));
-          float* oh = o.data() + (t * H + hh) * D;
-          std::fill(oh, oh + D, 0.f);
-          for (size_t r = 0; r < rows.size(); ++r) {
-            const float pr = logits[r] / sum;
-            const float* row = rows[r];
-            for (int64_t k = 0; k < D; ++k) oh[k] += pr * row[k];
-          }
-          rope.apply(oh, D, pos, /*inverse=*/true);
-        }
+        sink_attention(q.data() + t * H * D, H, D, rows, a.sinks.data(), scale, rope, pos, logits,
+                       o.data() + t * H * D);
       }
     });
   }
@@ -160,11 +175,7 @@ void attention_forward(CpuOps& ops, const V4Config& c, const BlockWeights& w, co
   }
 
   // Grouped output projection: group g's heads -> o_lora_rank, then wo_b.
-  const int64_t G = c.o_groups, R = c.o_lora_rank, gin = H * D / G;
-  std::vector<float> z(N * G * R);
-  for (int64_t g = 0; g < G; ++g)
-    ops.linear(o.data() + g * gin, N, H * D, a.wo_a, g * R, (g + 1) * R, z.data() + g * R, G * R);
-  ops.linear(z.data(), N, a.wo_b, out);
+  grouped_output(ops, o.data(), N, H * D, c.o_groups, c.o_lora_rank, a.wo_a, a.wo_b, out);
   (void)d;
 }
 

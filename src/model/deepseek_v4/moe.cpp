@@ -16,13 +16,13 @@ float score_fn(const std::string& f, float x) {
 }
 
 // Clamped SwiGLU expert on m rows: out[m, d] = W2 (silu(min(W1 x, L)) * clamp(W3 x, -L, L)).
-void swiglu(CpuOps& ops, const V4Config& c, const Weight& w1, const Weight& w2, const Weight& w3, const float* x,
+void swiglu(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2, const Weight& w3, const float* x,
             int64_t m, float* out) {
   const int64_t I = w1.rows;
   std::vector<float> g(m * I), u(m * I);
   ops.linear(x, m, w1, g.data());
   ops.linear(x, m, w3, u.data());
-  const float L = static_cast<float>(c.swiglu_limit);
+  const float L = p.swiglu_limit;
   for (int64_t i = 0; i < m * I; ++i) {
     float gi = g[i], ui = u[i];
     if (L > 0) {
@@ -36,23 +36,36 @@ void swiglu(CpuOps& ops, const V4Config& c, const Weight& w1, const Weight& w2, 
 
 }  // namespace
 
-Routing route(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
+MoeParams moe_params(const V4Config& c) {
+  MoeParams p;
+  p.n_experts = c.n_routed_experts;
+  p.top_k = c.experts_per_tok;
+  p.scoring_func = c.scoring_func;
+  p.norm_topk_prob = c.norm_topk_prob;
+  p.routed_scaling = static_cast<float>(c.routed_scaling);
+  p.swiglu_limit = static_cast<float>(c.swiglu_limit);
+  return p;
+}
+
+Routing route(CpuOps& ops, const MoeParams& p, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
               int64_t N) {
-  const int64_t E = c.n_routed_experts, K = c.experts_per_tok;
+  const int64_t E = p.n_experts, K = p.top_k;
   std::vector<float> logits(N * E);
   ops.linear(h, N, w.gate, logits.data());
+  if (p.gate_temp != 1.f)
+    for (float& v : logits) v /= p.gate_temp;
   Routing r;
   r.experts.resize(N * K);
   r.weights.resize(N * K);
   for (int64_t t = 0; t < N; ++t) {
     float* s = logits.data() + t * E;
-    if (c.scoring_func == "softmax") {
+    if (p.scoring_func == "softmax") {
       const float mx = *std::max_element(s, s + E);
       float sum = 0.f;
       for (int64_t e = 0; e < E; ++e) sum += (s[e] = std::exp(s[e] - mx));
       for (int64_t e = 0; e < E; ++e) s[e] /= sum;
     } else {
-      for (int64_t e = 0; e < E; ++e) s[e] = score_fn(c.scoring_func, s[e]);
+      for (int64_t e = 0; e < E; ++e) s[e] = score_fn(p.scoring_func, s[e]);
     }
     int32_t* ex = r.experts.data() + t * K;
     if (hash) {
@@ -69,18 +82,24 @@ Routing route(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, co
     float* wt = r.weights.data() + t * K;
     float sum = 0.f;
     for (int64_t k = 0; k < K; ++k) sum += (wt[k] = s[ex[k]]);
+    if (p.renorm_eps != 0.f) sum += p.renorm_eps;
     for (int64_t k = 0; k < K; ++k) {
-      if (c.norm_topk_prob) wt[k] /= sum;
-      wt[k] *= static_cast<float>(c.routed_scaling);
+      if (p.norm_topk_prob) wt[k] /= sum;
+      wt[k] *= p.routed_scaling;
     }
   }
   return r;
 }
 
-void moe_forward(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
-                 int64_t N, float* out) {
-  const int64_t d = c.hidden, K = c.experts_per_tok, E = c.n_routed_experts;
-  Routing r = route(ops, c, w, hash, h, ids, N);
+Routing route(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
+              int64_t N) {
+  return route(ops, moe_params(c), w, hash, h, ids, N);
+}
+
+void moe_forward(CpuOps& ops, const MoeParams& p, const MoeWeights& w, bool hash, const float* h,
+                 const int32_t* ids, int64_t N, int64_t d, float* out) {
+  const int64_t K = p.top_k, E = p.n_experts;
+  Routing r = route(ops, p, w, hash, h, ids, N);
   // Group (token, slot) pairs by expert so each expert's weights are read once per batch.
   std::vector<std::vector<int64_t>> by_expert(E);
   for (int64_t i = 0; i < N * K; ++i) by_expert[r.experts[i]].push_back(i);
@@ -93,10 +112,10 @@ void moe_forward(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash,
     xin.resize(m * d);
     yout.resize(m * d);
     for (int64_t j = 0; j < m; ++j) std::copy_n(h + (items[j] / K) * d, d, xin.data() + j * d);
-    swiglu(ops, c, w.w1[e], w.w2[e], w.w3[e], xin.data(), m, yout.data());
+    swiglu(ops, p, w.w1[e], w.w2[e], w.w3[e], xin.data(), m, yout.data());
     for (int64_t j = 0; j < m; ++j) std::copy_n(yout.data() + j * d, d, slot_out.data() + items[j] * d);
   }
-  swiglu(ops, c, w.shared_w1, w.shared_w2, w.shared_w3, h, N, out);
+  swiglu(ops, p, w.shared_w1, w.shared_w2, w.shared_w3, h, N, out);
   // Weighted sum in slot order (fixed per token), then the shared expert.
   for (int64_t t = 0; t < N; ++t) {
     float* o = out + t * d;
@@ -106,6 +125,11 @@ void moe_forward(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash,
       o[e] += acc;
     }
   }
+}
+
+void moe_forward(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
+                 int64_t N, float* out) {
+  moe_forward(ops, moe_params(c), w, hash, h, ids, N, c.hidden, out);
 }
 
 }  // namespace deepinfer::v4

@@ -3,117 +3,14 @@
 #include <unordered_map>
 
 #include "loader/weight_format.h"
+#include "model/deepseek_v4/tensor_binder.h"
 
 namespace deepinfer::v4 {
 
 namespace {
 
-bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
-bool ends_with(std::string_view s, std::string_view p) {
-  return s.size() >= p.size() && s.substr(s.size() - p.size()) == p;
-}
-
-// Claims tensors by canonical name; whatever is left unclaimed at the end is an error.
-class TensorTable {
- public:
-  static Result<TensorTable> build(const Checkpoint& ck) {
-    TensorTable t;
-    for (const auto& ct : ck.tensors()) {
-      std::string canon = canonical_tensor_name(ct.info->name);
-      auto [it, inserted] = t.map_.emplace(canon, Entry{ct, false});
-      if (!inserted)
-        return Status::invalid_argument(tensor_where(ct) + ": duplicates '" + it->second.t.info->name + "' in " +
-                                        it->second.t.file->path());
-    }
-    return t;
-  }
-  const CheckpointTensor* find(const std::string& name) {
-    auto it = map_.find(name);
-    if (it == map_.end()) return nullptr;
-    it->second.claimed = true;
-    return &it->second.t;
-  }
-  bool has(const std::string& name) const { return map_.count(name) != 0; }
-  bool has_prefix(const std::string& prefix) const {
-    for (const auto& [k, v] : map_) if (starts_with(k, prefix)) return true;
-    return false;
-  }
-  Status check_all_claimed(const std::string& dir) const {
-    for (const auto& [k, v] : map_)
-      if (!v.claimed) return Status::invalid_argument(tensor_where(v.t) + ": unexpected tensor (not part of this "
-                                                                          "architecture as config.json describes it)");
-    return Status::ok();
-  }
-
- private:
-  struct Entry {
-    CheckpointTensor t;
-    bool claimed;
-  };
-  std::unordered_map<std::string, Entry> map_;
-};
-
-class Binder {
- public:
-  Binder(TensorTable& table, const V4Config& cfg, const std::string& dir) : t_(table), cfg_(cfg), dir_(dir) {}
-
-  /// Context appended to "missing tensor" errors (e.g. what config.json says about the layer).
-  void set_context(std::string ctx) { ctx_ = std::move(ctx); }
-
-  Result<const CheckpointTensor*> require(const std::string& name) {
-    const CheckpointTensor* ct = t_.find(name);
-    if (!ct) return Status::invalid_argument(dir_ + ": missing tensor '" + name + "'" + ctx_);
-    return ct;
-  }
-  Result<Weight> linear(const std::string& prefix, int64_t rows, int64_t cols) {
-    DI_ASSIGN_OR_RETURN(const CheckpointTensor* w, require(prefix + ".weight"));
-    const CheckpointTensor* s = t_.find(prefix + ".scale");
-    WeightSpec spec{rows, cols, cfg_.fp8_block_rows, cfg_.fp8_block_cols};
-    return make_weight(prefix + ".weight", *w, s, spec);
-  }
-  Result<std::vector<float>> vec(const std::string& name, const Shape& shape) {
-    DI_ASSIGN_OR_RETURN(const CheckpointTensor* ct, require(name));
-    DI_TRY(check_tensor(name, *ct, shape, {DType::kF32, DType::kBF16, DType::kF16}));
-    Tensor tv = ct->file->tensor(*ct->info);
-    std::vector<float> out(static_cast<size_t>(tv.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      switch (tv.dtype()) {
-        case DType::kF32: out[i] = static_cast<const float*>(tv.data())[i]; break;
-        case DType::kBF16: out[i] = bf16_to_f32(static_cast<const uint16_t*>(tv.data())[i]); break;
-        default: out[i] = f16_to_f32(static_cast<const uint16_t*>(tv.data())[i]); break;
-      }
-    }
-    return out;
-  }
-  /// An fp32 matrix used as a Weight (mHC projections).
-  Result<Weight> matrix(const std::string& name, int64_t rows, int64_t cols) {
-    DI_ASSIGN_OR_RETURN(const CheckpointTensor* ct, require(name));
-    WeightSpec spec{rows, cols, cfg_.fp8_block_rows, cfg_.fp8_block_cols};
-    return make_weight(name, *ct, nullptr, spec);
-  }
-  Result<std::vector<int32_t>> table(const std::string& name, int64_t rows, int64_t cols, int64_t max_value) {
-    DI_ASSIGN_OR_RETURN(const CheckpointTensor* ct, require(name));
-    DI_TRY(check_tensor(name, *ct, {rows, cols}, {DType::kI64, DType::kI32}));
-    Tensor tv = ct->file->tensor(*ct->info);
-    std::vector<int32_t> out(static_cast<size_t>(rows * cols));
-    for (size_t i = 0; i < out.size(); ++i) {
-      const int64_t v = tv.dtype() == DType::kI64 ? static_cast<const int64_t*>(tv.data())[i]
-                                                  : static_cast<const int32_t*>(tv.data())[i];
-      if (v < 0 || v >= max_value)
-        return Status::invalid_argument(tensor_where(*ct) + ": entry " + std::to_string(i) + " = " +
-                                        std::to_string(v) + " is not an expert id in [0, " +
-                                        std::to_string(max_value) + ")");
-      out[i] = static_cast<int32_t>(v);
-    }
-    return out;
-  }
-
- private:
-  TensorTable& t_;
-  const V4Config& cfg_;
-  std::string dir_;
-  std::string ctx_;
-};
+using binder::ends_with;
+using binder::starts_with;
 
 Result<HcWeights> load_hc(Binder& b, const std::string& p, const V4Config& c) {
   const int64_t n = c.hc_mult, mix = (2 + n) * n;
@@ -220,8 +117,8 @@ std::string canonical_tensor_name(std::string_view name) {
 }
 
 Result<V4Weights> V4Weights::load(const Checkpoint& ck, const V4Config& c) {
-  DI_ASSIGN_OR_RETURN(TensorTable table, TensorTable::build(ck));
-  Binder b(table, c, ck.dir());
+  DI_ASSIGN_OR_RETURN(TensorTable table, TensorTable::build(ck, canonical_tensor_name));
+  Binder b(table, c.fp8_block_rows, c.fp8_block_cols, ck.dir());
   V4Weights w;
   DI_ASSIGN_OR_RETURN(w.embed, b.linear("embed", c.vocab_size, c.hidden));
   if (c.tie_word_embeddings && !table.has("head.weight")) {
