@@ -80,9 +80,13 @@ class Binder {
     return ct;
   }
   Result<Weight> linear(const std::string& prefix, int64_t rows, int64_t cols) {
+    return linear_blocks(prefix, rows, cols, br_, bc_);
+  }
+  /// A linear weight whose FP8 scale blocks are not the checkpoint's default (e.g. per-row tables).
+  Result<Weight> linear_blocks(const std::string& prefix, int64_t rows, int64_t cols, int64_t br, int64_t bc) {
     DI_ASSIGN_OR_RETURN(const CheckpointTensor* w, require(prefix + ".weight"));
     const CheckpointTensor* s = t_.find(prefix + ".scale");
-    WeightSpec spec{rows, cols, br_, bc_};
+    WeightSpec spec{rows, cols, br, bc};
     return make_weight(prefix + ".weight", *w, s, spec);
   }
   Result<std::vector<float>> vec(const std::string& name, const Shape& shape) {

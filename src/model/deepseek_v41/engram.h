@@ -1,0 +1,65 @@
+// Engram n-gram memory of V4.1 (V4-MODEL.md section 7; tools/reference/README.md item 8):
+// hashing of the compressed token ids of the last N tokens (token ids only, so the rows a step
+// needs are known before the step runs and can be prefetched), and the gated write into the
+// residual streams from the rows of a memory-mapped table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/result.h"
+#include "model/deepseek_v41/config.h"
+
+namespace deepinfer::v41 {
+
+/// Bucket moduli [layer][ngram-2][head]: consecutive primes above engram_vocab_size - 1, handed out
+/// in (layer, n-gram, head) order, never reused.
+std::vector<std::vector<std::vector<int64_t>>> engram_primes(const V41Config& c);
+
+/// The odd per-(layer, look-back) multipliers: NumPy's `default_rng(10007 * layer_id)
+/// .integers(0, bound, size=max_ngram, dtype=int64) * 2 + 1`, bound = (INT64_MAX // vocab) // 2
+/// (PCG64 seeded through SeedSequence, Lemire's bounded integers), reproduced bit for bit.
+std::vector<int64_t> engram_multipliers(int64_t layer_id, int64_t max_ngram, int64_t compressed_vocab);
+
+struct EngramWeights {
+  Weight table;                 // [sum of primes, head_dim]; rows gathered on demand
+  Weight wkv;                   // [(hc+1) * d, (N-1) * heads * head_dim]
+  std::vector<float> qk_weight; // [hc, d]: q_weight * k_weight
+};
+
+class EngramHasher {
+ public:
+  /// token_map: compressed id of every vocabulary id.
+  static Result<EngramHasher> create(const V41Config& c, std::vector<int32_t> token_map);
+  int64_t columns() const { return cols_; }  // (N-1) * heads hash ids per layer and token
+  int64_t layers() const { return static_cast<int64_t>(mult_.size()); }
+  int32_t compressed(int32_t token) const { return token_map_[token]; }
+  int32_t pad() const { return pad_; }
+  const std::vector<int64_t>& offsets(int64_t layer) const { return offsets_[layer]; }
+  const std::vector<int64_t>& multipliers(int64_t layer) const { return mult_[layer]; }
+  const std::vector<std::vector<std::vector<int64_t>>>& primes() const { return primes_; }
+  /// back[s] = compressed id of the token s places back (s = 0..N-1), or -1 before position 0.
+  /// Writes layers() x columns() table rows (already offset) to out.
+  void hash(const int32_t* back, int64_t* out) const;
+
+ private:
+  int64_t N_ = 0, H_ = 0, cols_ = 0;
+  int32_t pad_ = 0;
+  std::vector<int32_t> token_map_;
+  std::vector<std::vector<std::vector<int64_t>>> primes_;
+  std::vector<std::vector<int64_t>> offsets_, mult_;
+};
+
+/// Reads the compressed token map of a model folder: `engram_token_map.json`
+/// ({"token_map": [ids]}, as tools/reference/tokenizer_compress.py writes it). Deriving it from
+/// tokenizer.json needs the tokenizers normalizer sequence (NFKC, NFD, StripAccents, ...), which
+/// the engine does not implement; the error says so.
+Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Config& c);
+
+/// X [N, hc, d] += gate * value with rows = table[hash_ids] (hash_ids [N, cols]).
+void engram_forward(CpuOps& ops, const V41Config& c, const EngramWeights& w, const int64_t* hash_ids, int64_t N,
+                    float* X);
+
+}  // namespace deepinfer::v41
