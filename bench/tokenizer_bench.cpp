@@ -1,8 +1,10 @@
 // tokenizer_bench: single-thread throughput of the DeepSeek tokenizer on a JSON-lines corpus.
-//   tokenizer_bench TOKENIZER_JSON CORPUS_JSONL [repeats]
+//   tokenizer_bench TOKENIZER_JSON CORPUS_JSONL [repeats [IDS_OUT_JSONL]]
 // Prints one JSON object: load time, encode MB/s and M tokens/s (parse and text modes, cold =
 // first pass with an empty piece cache, warm = best later pass), decode M tokens/s (one-shot and
-// incremental), and the 1 MB-without-spaces worst case. Not a test.
+// incremental), and the 1 MB-without-spaces worst case. IDS_OUT_JSONL, if given, receives one line
+// {"ids": [...], "ids_text": [...]} per document (bench/tokenizer_vs_hf.sh compares them with HF's).
+// Not a test.
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -23,7 +25,7 @@ static double seconds_since(Clock::time_point t0) {
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::fprintf(stderr, "usage: %s TOKENIZER_JSON CORPUS_JSONL [repeats]\n", argv[0]);
+    std::fprintf(stderr, "usage: %s TOKENIZER_JSON CORPUS_JSONL [repeats [IDS_OUT_JSONL]]\n", argv[0]);
     return 2;
   }
   const int repeats = argc > 3 ? std::atoi(argv[3]) : 3;
@@ -50,7 +52,7 @@ int main(int argc, char** argv) {
   out["docs"] = docs.size();
   out["bytes"] = bytes;
   out["load_s"] = load_s;
-  std::vector<std::vector<TokenId>> ids(docs.size());
+  std::vector<std::vector<TokenId>> ids(docs.size()), ids_parse;
   for (auto [name, mode] : {std::pair{"parse", SpecialTokenMode::kParse}, std::pair{"text", SpecialTokenMode::kText}}) {
     double cold = 0, warm = 1e30;
     size_t num_tokens = 0;
@@ -67,6 +69,12 @@ int main(int argc, char** argv) {
     out["encode_" + std::string(name)] = {{"tokens", num_tokens},
                                           {"cold_MBps", bytes / cold / 1e6}, {"cold_Mtokps", num_tokens / cold / 1e6},
                                           {"warm_MBps", bytes / warm / 1e6}, {"warm_Mtokps", num_tokens / warm / 1e6}};
+    if (mode == SpecialTokenMode::kParse) ids_parse = ids;
+  }
+  if (argc > 4) {
+    std::ofstream ids_out(argv[4]);
+    for (size_t i = 0; i < docs.size(); ++i)
+      ids_out << nlohmann::json{{"ids", ids_parse[i]}, {"ids_text", ids[i]}}.dump() << "\n";
   }
   size_t num_tokens = 0;
   for (const auto& v : ids) num_tokens += v.size();

