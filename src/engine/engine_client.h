@@ -20,11 +20,19 @@
 
 namespace deepinfer {
 
+namespace grammar {
+class CompiledGrammar;
+}
+
 struct EngineRequest {
   std::string id;               // unique per request (the server makes it); used in logs and cancel
   std::vector<int32_t> prompt;  // token ids, validated against the model's vocab by submit()
   SamplingParams sampling;      // validated by submit()
   int priority = 0;             // larger runs first; FCFS within a priority
+  /// Structured outputs: sampling is masked to what this grammar allows (null: unconstrained).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
+  /// The constraint starts after this token is generated (</think> in thinking mode); -1: at once.
+  int32_t grammar_start_token = -1;
 };
 
 struct SampledToken {

@@ -1,5 +1,8 @@
 #include "engine/sequence.h"
 
+#include <cmath>
+
+#include "grammar/matcher.h"
 #include "sample/stop.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -14,6 +17,10 @@ Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens,
   if (!ctx->req.sampling.stop.empty() && tokenizer) {
     detok_ = std::make_unique<tokenizer::IncrementalDecoder>(*tokenizer);
     stops_ = std::make_unique<StopMatcher>(ctx->req.sampling.stop);
+  }
+  if (ctx->req.grammar) {
+    matcher_ = std::make_unique<grammar::Matcher>(ctx->req.grammar);
+    grammar_active_ = ctx->req.grammar_start_token < 0;
   }
 }
 
@@ -30,7 +37,26 @@ std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
   row.eos_token_ids = eos_ids;
   row.rng = RngKey{*p.seed, static_cast<uint32_t>(sample_index)};
   row.position = static_cast<int64_t>(tokens.size()) - prompt_len;
+  if (matcher_ && grammar_active_) {
+    // Ids outside the grammar's vocabulary (the model's padding rows) are never allowed.
+    const int32_t gv = matcher_->grammar().tokenizer().vocab_size();
+    bitmask_.assign(static_cast<size_t>((gv + 31) / 32), 0u);
+    matcher_->fill_next_token_bitmask(bitmask_);
+    masked_.assign(logits.begin(), logits.end());
+    for (size_t i = 0; i < masked_.size(); ++i) {
+      const bool ok = static_cast<int32_t>(i) < gv && ((bitmask_[i >> 5] >> (i & 31)) & 1u);
+      if (!ok) masked_[i] = -INFINITY;
+    }
+    row.logits = masked_;
+  }
   SampleResult r = sample_row(row);
+  if (matcher_) {
+    if (grammar_active_) {
+      if (!matcher_->accept_token(r.token)) matcher_.reset();  // cannot happen for a masked choice
+    } else if (r.token == ctx->req.grammar_start_token) {
+      grammar_active_ = true;
+    }
+  }
   tokens.push_back(r.token);
   StreamEvent ev;
   ev.kind = StreamEvent::Kind::kTokens;

@@ -1,7 +1,8 @@
 // Sequence: one sample of one request inside the engine (a request with n > 1 has n of them).
 // Holds the token history (prompt + generated), how much of it the model state has consumed,
 // and the per-sample stop logic. append() samples the next token from a logits row, streams it,
-// and says whether the sample finished (EOS, stop id, stop string, max_tokens, context).
+// and says whether the sample finished (EOS, stop id, stop string, max_tokens, context). With a
+// grammar (structured outputs), tokens it does not allow next are masked out before sampling.
 #pragma once
 
 #include <atomic>
@@ -24,6 +25,9 @@ class Tokenizer;
 class IncrementalDecoder;
 }  // namespace tokenizer
 class StopMatcher;
+namespace grammar {
+class Matcher;
+}
 
 struct RequestCtx {
   EngineRequest req;
@@ -66,6 +70,10 @@ class Sequence {
   int32_t eos_;
   std::unique_ptr<tokenizer::IncrementalDecoder> detok_;  // only with stop strings
   std::unique_ptr<StopMatcher> stops_;
+  std::unique_ptr<grammar::Matcher> matcher_;  // structured outputs
+  bool grammar_active_ = false;                // false until grammar_start_token was generated
+  std::vector<uint32_t> bitmask_;
+  std::vector<float> masked_;
 };
 
 class SequenceFactory {

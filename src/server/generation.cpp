@@ -20,6 +20,7 @@ Status ServerConfig::validate() const {
 ServerContext::ServerContext(EngineClient& e, const tokenizer::Tokenizer* t, ServerConfig c)
     : engine(e), tok(t), cfg(std::move(c)) {
   model_name = cfg.served_model_name.empty() ? engine.model_info().name : cfg.served_model_name;
+  if (tok) constraints = std::make_unique<ConstraintCompiler>(*tok, engine.model_info().eos_token_id);
   std::random_device rd;
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", static_cast<unsigned>(rd()));

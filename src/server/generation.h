@@ -20,6 +20,7 @@
 #include "engine/engine_client.h"
 #include "server/metrics.h"
 #include "server/openai_types.h"
+#include "server/structured.h"
 #include "tokenizer/chat_encoding.h"
 #include "tokenizer/tokenizer.h"
 
@@ -51,6 +52,7 @@ struct ServerContext {
   ServerMetrics metrics;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> active_generations{0};
+  std::unique_ptr<ConstraintCompiler> constraints;  // null without a tokenizer
 
   /// A unique id: "<prefix>-<startup tag><counter>".
   std::string make_id(const char* prefix);

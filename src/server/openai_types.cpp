@@ -1,5 +1,7 @@
 #include "server/openai_types.h"
 
+#include "server/structured.h"
+
 #include <cmath>
 #include <limits>
 
@@ -214,6 +216,7 @@ Status parse_common(const Json& body, const ParseLimits& limits, ParseError* err
   DI_TRY(f.get("return_token_ids", r.return_token_ids));
   DI_TRY(f.get_int("priority", -1000000, 1000000, r.priority));
   DI_TRY(f.get("user", r.user));
+  DI_TRY(parse_structured_fields(body, err, r.structured));
   return Status::ok();
 }
 
@@ -443,6 +446,7 @@ Result<ChatRequest> parse_chat_request(const Json& body, const ParseLimits& limi
       return bad(err, "response_format", "'response_format.type' must be text, json_object or json_schema");
     }
     if (t != "text") r.response_format = *rf;
+    DI_TRY(structured_from_response_format(r.response_format, err, r.structured));
   }
   if (const Json* th = f.find("thinking")) {  // DeepSeek API: {"type": "enabled" | "disabled"}
     if (th->is_boolean()) r.thinking = th->get<bool>();
@@ -467,6 +471,11 @@ Result<CompletionRequest> parse_completion_request(const Json& body, const Parse
   CompletionRequest r;
   DI_TRY(parse_common(body, limits, err, r));
   Fields f(body, err);
+  if (const Json* rf = f.find("response_format")) {  // vLLM accepts it on completions too
+    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+      return bad(err, "response_format", "'response_format' must be an object with a string 'type'");
+    DI_TRY(structured_from_response_format(*rf, err, r.structured));
+  }
   auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) return bad(err, "prompt", "'prompt' is required");
   const Json& p = *it;

@@ -30,6 +30,14 @@ struct StreamOptions {
   bool continuous_usage_stats = false;  // vLLM: usage on every chunk
 };
 
+/// A structured-output constraint (structured.h compiles it).
+struct StructuredOutput {
+  enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kEbnf };
+  Kind kind = Kind::kNone;
+  std::string spec;  // schema JSON text, regex or EBNF
+  bool any() const { return kind != Kind::kNone; }
+};
+
 /// Fields shared by chat and completions.
 struct CommonRequest {
   std::string model;  // "" when absent
@@ -41,6 +49,7 @@ struct CommonRequest {
   bool return_token_ids = false;            // vLLM: token_ids on choices
   int priority = 0;
   std::string user;
+  StructuredOutput structured;  // response_format / guided_* / structured_outputs
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };

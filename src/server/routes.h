@@ -21,6 +21,8 @@ Status check_model(const ServerContext& ctx, const std::string& model);
 /// Server policy on the sampling fields (stop strings need a tokenizer, n limit); the ranges
 /// are SamplingParams::validate's, run by Generation::start.
 Status check_common(const ServerContext& ctx, const CommonRequest& req);
+/// Compiles the request's structured-output constraint (if any) into `er.grammar`.
+Status attach_constraint(ServerContext& ctx, const CommonRequest& req, EngineRequest& er);
 /// 503 while draining.
 bool refuse_when_draining(ServerContext& ctx, HttpResponse& out);
 

@@ -327,6 +327,11 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   er.prompt = std::move(ids).value();
   er.sampling = req.sampling;
   er.priority = req.priority;
+  if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) return status_response(s);
+  if (er.grammar && co.parser.starts_in_reasoning) {
+    // Thinking mode: the reasoning is free; the constraint starts after </think>.
+    if (auto end = ctx.tok->added_token_id(tokenizer::tokens::kThinkEnd)) er.grammar_start_token = *end;
+  }
   std::vector<EngineRequest> reqs;
   reqs.push_back(std::move(er));
   auto gen = Generation::start(ctx, std::move(reqs), arrival);

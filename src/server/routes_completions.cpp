@@ -205,6 +205,7 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
     PromptInput& in = req.prompts[p];
     EngineRequest er;
     er.id = np == 1 ? run->id : run->id + "-" + std::to_string(p);
+    if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) return status_response(s);
     if (in.is_text) {
       if (!ctx.tok) {
         return status_response(Status::invalid_argument(

@@ -40,6 +40,14 @@ Status check_common(const ServerContext& ctx, const CommonRequest& req) {
   return Status::ok();
 }
 
+Status attach_constraint(ServerContext& ctx, const CommonRequest& req, EngineRequest& er) {
+  if (!req.structured.any()) return Status::ok();
+  if (!ctx.constraints)
+    return Status::invalid_argument("structured outputs need a tokenizer; this model folder has no tokenizer.json");
+  DI_ASSIGN_OR_RETURN(er.grammar, ctx.constraints->compile(req.structured));
+  return Status::ok();
+}
+
 bool refuse_when_draining(ServerContext& ctx, HttpResponse& out) {
   if (!ctx.draining.load()) return false;
   out = status_response(Status::cancelled("the server is shutting down and accepts no new requests"));

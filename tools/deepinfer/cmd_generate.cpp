@@ -174,10 +174,14 @@ int run_generate(const GenArgs& a) {
       s = r.is_ok() ? server::check_common(ctx, *r) : r.status();
       if (s.is_ok()) s = r->sampling.validate(ctx.engine.model_info().vocab_size);
       if (s.is_ok() && !tok) s = Status::invalid_argument("chat messages need a tokenizer; this model folder has none");
+      EngineRequest probe;  // compiles (and caches) a structured-output constraint now
+      if (s.is_ok()) s = server::attach_constraint(ctx, *r, probe);
     } else if (s.is_ok()) {
       auto r = server::parse_completion_request(*body, sc.limits, &perr);
       s = r.is_ok() ? server::check_common(ctx, *r) : r.status();
       if (s.is_ok()) s = r->sampling.validate(ctx.engine.model_info().vocab_size);
+      EngineRequest probe;
+      if (s.is_ok()) s = server::attach_constraint(ctx, *r, probe);
       for (size_t p = 0; s.is_ok() && p < r->prompts.size(); ++p) {
         const auto& pr = r->prompts[p];
         if (pr.is_text && !tok) s = Status::invalid_argument("text prompts need a tokenizer; use prompt_tokens");

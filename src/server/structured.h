@@ -1,0 +1,36 @@
+// Structured outputs at the API edge: which constraint a request asks for (response_format
+// json_object / json_schema, or vLLM's guided_json / guided_regex / guided_grammar, the
+// structured_outputs object, and the short json / regex / grammar fields), and its compilation
+// against the served tokenizer (cached by the grammar compiler). An invalid schema, regex or
+// grammar is kInvalidArgument with the compiler's reason (HTTP 400).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "grammar/compiler.h"
+#include "server/openai_types.h"
+#include "tokenizer/tokenizer.h"
+
+namespace deepinfer::server {
+
+/// Reads the vLLM-style fields; at most one constraint per request.
+Status parse_structured_fields(const Json& body, ParseError* err, StructuredOutput& out);
+/// Folds an OpenAI response_format object into `out` (error if another constraint was given).
+Status structured_from_response_format(const Json& response_format, ParseError* err, StructuredOutput& out);
+
+class ConstraintCompiler {
+ public:
+  ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos_token_id);
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> compile(const StructuredOutput& s);
+
+ private:
+  const tokenizer::Tokenizer& tok_;
+  int32_t eos_;
+  std::once_flag init_;
+  Status init_status_;
+  std::unique_ptr<grammar::GrammarCompiler> compiler_;
+};
+
+}  // namespace deepinfer::server
