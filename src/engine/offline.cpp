@@ -4,15 +4,15 @@
 
 namespace deepinfer {
 
-Result<std::vector<ScoreResult>> score_sequences(v4::V4Model& model, const std::vector<std::vector<int32_t>>& seqs,
+Result<std::vector<ScoreResult>> score_sequences(Model& model, const std::vector<std::vector<int32_t>>& seqs,
                                                  const ScoreOptions& opt) {
-  const int64_t V = model.config().vocab_size;
+  const int64_t V = model.info().vocab_size;
   std::vector<ScoreResult> results(seqs.size());
   std::vector<float> lp(V);
   size_t next = 0;
   while (next < seqs.size()) {
     // Pack whole sequences up to the token budget (at least one per forward).
-    std::vector<v4::SequenceState> states;
+    std::vector<std::unique_ptr<ModelState>> states;
     std::vector<size_t> members;
     int64_t tokens = 0;
     while (next < seqs.size() && (members.empty() || tokens + static_cast<int64_t>(seqs[next].size()) <= opt.max_batch_tokens)) {
@@ -20,10 +20,10 @@ Result<std::vector<ScoreResult>> score_sequences(v4::V4Model& model, const std::
       members.push_back(next++);
     }
     states.reserve(members.size());
-    std::vector<v4::SeqInput> batch;
+    std::vector<ModelInput> batch;
     for (size_t m : members) {
-      states.push_back(model.new_sequence());
-      batch.push_back({&states.back(), seqs[m], /*all_logits=*/true});
+      states.push_back(model.new_state());
+      batch.push_back({states.back().get(), seqs[m], /*all_logits=*/true});
     }
     v4::ForwardOutput out;
     DI_TRY(model.forward(batch, out));
@@ -43,19 +43,19 @@ Result<std::vector<ScoreResult>> score_sequences(v4::V4Model& model, const std::
   return results;
 }
 
-Result<std::vector<GenerateResult>> generate_greedy(v4::V4Model& model, const std::vector<GenerateRequest>& reqs,
+Result<std::vector<GenerateResult>> generate_greedy(Model& model, const std::vector<GenerateRequest>& reqs,
                                                     int64_t max_batch) {
-  const int64_t V = model.config().vocab_size;
-  const int32_t eos = static_cast<int32_t>(model.config().eos_token_id);
+  const int64_t V = model.info().vocab_size;
+  const int32_t eos = static_cast<int32_t>(model.info().eos_token_id);
   std::vector<GenerateResult> results(reqs.size());
   for (size_t g0 = 0; g0 < reqs.size(); g0 += static_cast<size_t>(max_batch)) {
     const size_t g1 = std::min(reqs.size(), g0 + static_cast<size_t>(max_batch));
-    std::vector<v4::SequenceState> states;
+    std::vector<std::unique_ptr<ModelState>> states;
     states.reserve(g1 - g0);
     std::vector<size_t> active;
     std::vector<std::vector<int32_t>> feed;
     for (size_t i = g0; i < g1; ++i) {
-      states.push_back(model.new_sequence());
+      states.push_back(model.new_state());
       if (reqs[i].max_tokens <= 0) {
         results[i].finish_reason = "length";
         continue;
@@ -64,8 +64,8 @@ Result<std::vector<GenerateResult>> generate_greedy(v4::V4Model& model, const st
       feed.push_back(reqs[i].prompt);
     }
     while (!active.empty()) {
-      std::vector<v4::SeqInput> batch;
-      for (size_t a = 0; a < active.size(); ++a) batch.push_back({&states[active[a] - g0], feed[a], false});
+      std::vector<ModelInput> batch;
+      for (size_t a = 0; a < active.size(); ++a) batch.push_back({states[active[a] - g0].get(), feed[a], false});
       v4::ForwardOutput out;
       DI_TRY(model.forward(batch, out));
       std::vector<size_t> still;
@@ -86,6 +86,16 @@ Result<std::vector<GenerateResult>> generate_greedy(v4::V4Model& model, const st
     }
   }
   return results;
+}
+
+Result<std::vector<ScoreResult>> score_sequences(v4::V4Model& model, const std::vector<std::vector<int32_t>>& seqs,
+                                                 const ScoreOptions& opt) {
+  return score_sequences(*model_view(model), seqs, opt);
+}
+
+Result<std::vector<GenerateResult>> generate_greedy(v4::V4Model& model, const std::vector<GenerateRequest>& reqs,
+                                                    int64_t max_batch) {
+  return generate_greedy(*model_view(model), reqs, max_batch);
 }
 
 }  // namespace deepinfer

@@ -1,4 +1,4 @@
-// Offline runners over a V4Model: prompt scoring (log p of each token given its prefix, with the
+// Offline runners over a Model (V4 or V4.1; model/model.h): prompt scoring (log p of each token given its prefix, with the
 // top alternatives) and greedy generation of many sequences batched together (prefill, then
 // decode steps over the still-running sequences). Issue C replaces the loop with the scheduler.
 #pragma once
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 
 namespace deepinfer {
 
@@ -21,6 +21,9 @@ struct ScoreOptions {
   int64_t max_batch_tokens = 4096;  // sequences are packed into forwards up to this many tokens
 };
 
+Result<std::vector<ScoreResult>> score_sequences(Model& model, const std::vector<std::vector<int32_t>>& seqs,
+                                                 const ScoreOptions& opt);
+/// Same, on a V4Model (through a non-owning Model view).
 Result<std::vector<ScoreResult>> score_sequences(v4::V4Model& model, const std::vector<std::vector<int32_t>>& seqs,
                                                  const ScoreOptions& opt);
 
@@ -33,6 +36,8 @@ struct GenerateResult {
   std::string finish_reason;  // "stop" (eos) or "length"
 };
 
+Result<std::vector<GenerateResult>> generate_greedy(Model& model, const std::vector<GenerateRequest>& reqs,
+                                                    int64_t max_batch = 32);
 Result<std::vector<GenerateResult>> generate_greedy(v4::V4Model& model, const std::vector<GenerateRequest>& reqs,
                                                     int64_t max_batch = 32);
 

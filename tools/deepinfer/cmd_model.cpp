@@ -7,6 +7,8 @@
 #include "engine/offline.h"
 #include "jsonl.h"
 #include "model/deepseek_v4/model.h"
+#include "model/deepseek_v41/inventory.h"
+#include "model/model.h"
 
 namespace deepinfer::cli {
 
@@ -43,14 +45,14 @@ int run_score(const ModelArgs& a, int64_t top_k) {
   }
   auto backend = make_cpu(a.threads);
   if (!backend.is_ok()) return fail(backend.status());
-  auto model = v4::V4Model::load(a.model_dir, **backend);
+  auto model = load_model(a.model_dir, **backend);
   if (!model.is_ok()) return fail(model.status());
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int32_t t : seqs[i])
-      if (t >= (*model)->config().vocab_size)
+      if (t >= (*model)->info().vocab_size)
         return fail(Status::invalid_argument(a.input + ":" + std::to_string((*lines)[i].line_no) + ": token id " +
                                              std::to_string(t) + " >= vocab_size " +
-                                             std::to_string((*model)->config().vocab_size)));
+                                             std::to_string((*model)->info().vocab_size)));
   ScoreOptions opt;
   opt.top_logprobs = top_k;
   auto results = score_sequences(**model, seqs, opt);
@@ -101,9 +103,13 @@ void register_model_commands(CLI::App& app, Registry& reg) {
 
 namespace {
 
+int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json);
+
 int run_inspect(const std::string& dir, bool as_json) {
   auto ck = Checkpoint::open(dir, /*require_weights=*/false);
   if (!ck.is_ok()) return fail(ck.status());
+  if (ck->config().is_object() && ck->config().value("model_type", std::string()) == "deepseek_v41")
+    return run_inspect_v41(dir, *ck, as_json);
   auto cfg = v4::V4Config::from_json(ck->config(), dir + "/config.json");
   if (!cfg.is_ok()) return fail(cfg.status());
   const v4::V4Config& c = *cfg;
@@ -167,6 +173,69 @@ int run_inspect(const std::string& dir, bool as_json) {
                 (unsigned long long)v.bytes, (unsigned long long)v.params);
   std::printf("state (f32)  %.1f bytes per token, %zu bytes per sequence (rings + open windows)\n",
               ss.bytes_per_token, ss.bytes_per_sequence);
+  return 0;
+}
+
+// V4.1: names (from the index, or the shards when present) and shapes (shards only) against the
+// architecture's inventory; parameters from the inventory's logical shapes; state bytes.
+int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) {
+  auto cfg = v41::V41Config::from_json(ck.config(), dir + "/config.json");
+  if (!cfg.is_ok()) return fail(cfg.status());
+  const v41::V41Config& c = *cfg;
+  std::vector<std::string> names;
+  std::map<std::string, const TensorInfo*> infos;
+  for (const auto& t : ck.tensors()) names.push_back(t.info->name), infos[t.info->name] = t.info;
+  const bool have_weights = !names.empty();
+  if (!have_weights) {
+    auto idx = Checkpoint::read_json(dir + "/model.safetensors.index.json");
+    if (!idx.is_ok()) return fail(idx.status());
+    for (auto it = (*idx)["weight_map"].begin(); it != (*idx)["weight_map"].end(); ++it) names.push_back(it.key());
+  }
+  const v41::IndexCheck r = v41::check_index_names(c, names);
+  const std::string where = dir + (have_weights ? "" : "/model.safetensors.index.json");
+  if (!r.missing.empty())
+    return fail(Status::invalid_argument(where + ": missing tensor '" + r.missing.front() + "' (and " +
+                                         std::to_string(r.missing.size() - 1) + " more)"));
+  if (!r.unexpected.empty())
+    return fail(Status::invalid_argument(where + ": unexpected tensor '" + r.unexpected.front() + "' (and " +
+                                         std::to_string(r.unexpected.size() - 1) + " more)"));
+  if (have_weights)
+    for (const auto& e : v41::expected_tensors(c)) {
+      const TensorInfo* ti = infos.count(e.name) ? infos[e.name] : infos["model." + e.name];
+      Shape packed = e.shape;
+      if (ti->dtype == DType::kI8 && packed.size() == 2) packed[1] /= 2;  // MXFP4: two values per byte
+      if (ti->shape != e.shape && ti->shape != packed)
+        return fail(Status::invalid_argument(ck.dir() + ": tensor '" + e.name + "': shape " +
+                                             shape_to_string(ti->shape) + ", expected " + shape_to_string(e.shape)));
+    }
+  const v4::StateSizes ss = v41::state_sizes(c);
+  const uint64_t total = r.backbone_params + r.engram_table_params + r.engram_other_params;
+  nlohmann::json j;
+  j["model_dir"] = dir;
+  j["config"] = {{"model_type", "deepseek_v41"}, {"vocab_size", c.vocab_size}, {"hidden_size", c.hidden},
+                 {"layers", c.num_layers}, {"heads", c.num_heads}, {"head_dim", c.head_dim},
+                 {"routed_experts", c.n_routed_experts}, {"experts_per_token", c.experts_per_tok},
+                 {"kv_sources", c.kv_sources}, {"index_sources", c.index_sources},
+                 {"engram_layers", c.engram_layers}, {"window", c.window}};
+  j["tensors"] = {{"names", names.size()}, {"checked", r.matched}, {"scales", r.scales}, {"dspark", r.dspark},
+                  {"not_checked", r.not_checked}, {"weights_present", have_weights}};
+  j["parameters"] = {{"backbone", r.backbone_params}, {"engram_tables", r.engram_table_params},
+                     {"engram_other", r.engram_other_params}, {"total_without_dspark", total}};
+  j["state"] = {{"bytes_per_token", ss.bytes_per_token}, {"bytes_per_sequence", ss.bytes_per_sequence},
+                {"dtype", "f32"}};
+  if (as_json) {
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("model        %s (deepseek_v41)\n", dir.c_str());
+  std::printf("layers       %lld; KV sources %zu, index sources %zu, Engram layers %zu\n", (long long)c.num_layers,
+              c.kv_sources.size(), c.index_sources.size(), c.engram_layers.size());
+  std::printf("tensors      %zu names: %lld checked, %lld scales, %lld DSpark (not checked), %lld vision (not checked)\n",
+              names.size(), (long long)r.matched, (long long)r.scales, (long long)r.dspark, (long long)r.not_checked);
+  std::printf("parameters   %.3f B backbone + %.3f B Engram tables + %.3f B Engram projections = %.3f B (without DSpark)\n",
+              r.backbone_params / 1e9, r.engram_table_params / 1e9, r.engram_other_params / 1e9, total / 1e9);
+  std::printf("state (f32)  %.1f bytes per token, %zu bytes per sequence (rings + open groups)\n", ss.bytes_per_token,
+              ss.bytes_per_sequence);
   return 0;
 }
 

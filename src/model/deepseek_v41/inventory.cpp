@@ -1,0 +1,99 @@
+#include "model/deepseek_v41/inventory.h"
+
+#include <unordered_map>
+
+namespace deepinfer::v41 {
+
+std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
+  const int64_t d = c.hidden, H = c.num_heads, D = c.head_dim, n = c.hc_mult, mix = (2 + n) * n;
+  const int64_t nI = c.index_n_heads, dI = c.index_head_dim, E = c.n_routed_experts, I = c.moe_inter;
+  std::vector<ExpectedTensor> v;
+  auto add = [&](std::string name, Shape s, bool lin, TensorGroup g = TensorGroup::kBackbone) {
+    v.push_back({std::move(name), std::move(s), lin, g});
+  };
+  add("embed.weight", {c.vocab_size, d}, true);
+  add("head.weight", {c.vocab_size, d}, true);
+  add("norm.weight", {d}, false);
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    const std::string p = "layers." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {d}, false);
+    add(p + "ffn_norm.weight", {d}, false);
+    for (const char* site : {"hc_attn", "hc_ffn"}) {
+      add(p + site + "_fn", {mix, n * d}, false);
+      add(p + site + "_base", {mix}, false);
+      add(p + site + "_scale", {3}, false);
+    }
+    add(p + "attn.attn_sink", {H}, false);
+    add(p + "attn.wq_a.weight", {c.q_lora_rank, d}, true);
+    add(p + "attn.q_norm.weight", {c.q_lora_rank}, false);
+    add(p + "attn.wq_b.weight", {H * D, c.q_lora_rank}, true);
+    add(p + "attn.wkv.weight", {D, d}, true);
+    add(p + "attn.kv_norm.weight", {D}, false);
+    add(p + "attn.wo_a.weight", {c.o_groups * c.o_lora_rank, H * D / c.o_groups}, true);
+    add(p + "attn.wo_b.weight", {d, c.o_groups * c.o_lora_rank}, true);
+    if (c.is_kv_source(l)) {
+      add(p + "attn.compressor.wkv.weight", {D, d}, true);
+      if (c.ratios[l] > 1) add(p + "attn.compressor.wgate.weight", {D, d}, true);
+      add(p + "attn.compressor.norm.weight", {D}, false);
+      add(p + "attn.indexer.wk.weight", {dI, D}, true);
+      add(p + "attn.indexer.k_norm.weight", {dI}, false);
+    }
+    if (c.is_index_source(l)) {
+      add(p + "attn.indexer.wq_b.weight", {nI * dI, c.q_lora_rank}, true);
+      add(p + "attn.indexer.weights_proj.weight", {nI, d}, true);
+    }
+    add(p + "ffn.gate.weight", {E, d}, true);
+    add(p + "ffn.gate.bias", {E}, false);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+      add(ep + "w1.weight", {I, d}, true);
+      add(ep + "w2.weight", {d, I}, true);
+      add(ep + "w3.weight", {I, d}, true);
+    }
+    const int64_t SI = I * c.n_shared_experts;
+    add(p + "ffn.shared_experts.w1.weight", {SI, d}, true);
+    add(p + "ffn.shared_experts.w2.weight", {d, SI}, true);
+    add(p + "ffn.shared_experts.w3.weight", {SI, d}, true);
+    const int64_t ei = c.engram_index(l);
+    if (ei >= 0) {
+      const int64_t cols = (c.engram_max_ngram - 1) * c.engram_n_heads * c.engram_head_dim;
+      add(p + "engram.embed.weight", {c.engram_num_embeddings[ei], c.engram_head_dim}, true, TensorGroup::kEngramTable);
+      add(p + "engram.wkv.weight", {(n + 1) * d, cols}, true, TensorGroup::kEngramOther);
+      add(p + "engram.q_weight", {n, d}, false, TensorGroup::kEngramOther);
+      add(p + "engram.k_weight", {n, d}, false, TensorGroup::kEngramOther);
+    }
+  }
+  return v;
+}
+
+IndexCheck check_index_names(const V41Config& c, const std::vector<std::string>& names) {
+  IndexCheck r;
+  const std::vector<ExpectedTensor> exp = expected_tensors(c);
+  std::unordered_map<std::string, const ExpectedTensor*> by_name;
+  for (const auto& e : exp) by_name[e.name] = &e;
+  std::unordered_map<std::string, bool> seen;
+  for (const std::string& raw : names) {
+    const std::string nm = raw.rfind("model.", 0) == 0 ? raw.substr(6) : raw;
+    if (nm.rfind("mtp.", 0) == 0) { ++r.dspark; continue; }
+    if (nm.find("vision") != std::string::npos || nm.find("visual") != std::string::npos ||
+        nm.find("aligner") != std::string::npos || nm.find("image") != std::string::npos || nm.find("bias_vl") != std::string::npos) {
+      ++r.not_checked;
+      continue;
+    }
+    if (by_name.count(nm)) { ++r.matched; seen[nm] = true; continue; }
+    if (nm.size() > 6 && nm.substr(nm.size() - 6) == ".scale") {
+      auto it = by_name.find(nm.substr(0, nm.size() - 6) + ".weight");
+      if (it != by_name.end() && it->second->linear) { ++r.scales; continue; }
+    }
+    r.unexpected.push_back(raw);
+  }
+  for (const auto& e : exp) {
+    if (!seen.count(e.name)) r.missing.push_back(e.name);
+    const uint64_t p = static_cast<uint64_t>(shape_numel(e.shape));
+    (e.group == TensorGroup::kBackbone ? r.backbone_params
+     : e.group == TensorGroup::kEngramTable ? r.engram_table_params : r.engram_other_params) += p;
+  }
+  return r;
+}
+
+}  // namespace deepinfer::v41

@@ -1,0 +1,81 @@
+#include "model/model.h"
+
+namespace deepinfer {
+
+namespace {
+
+template <class State>
+class StateOf final : public ModelState {
+ public:
+  explicit StateOf(State s) : s_(std::move(s)) {}
+  int64_t length() const override { return s_.length; }
+  size_t bytes() const override { return s_.bytes(); }
+  std::unique_ptr<ModelState> clone() const override { return std::make_unique<StateOf>(s_); }
+  State& get() { return s_; }
+
+ private:
+  State s_;
+};
+
+// Adapts a concrete model (V4Model, V41Model) to Model; owns it or not.
+template <class M, class State, class Input>
+class ModelOf final : public Model {
+ public:
+  ModelOf(M* m, std::unique_ptr<M> owned, ModelInfo info) : m_(m), owned_(std::move(owned)), info_(std::move(info)) {}
+  const ModelInfo& info() const override { return info_; }
+  std::unique_ptr<ModelState> new_state() const override { return std::make_unique<StateOf<State>>(m_->new_sequence()); }
+  Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override {
+    std::vector<Input> in;
+    in.reserve(batch.size());
+    for (const ModelInput& b : batch) {
+      auto* s = dynamic_cast<StateOf<State>*>(b.state);
+      if (!s) return Status::invalid_argument("sequence state does not belong to this " + info_.model_type + " model");
+      in.push_back({&s->get(), b.tokens, b.all_logits});
+    }
+    return m_->forward(in, out);
+  }
+
+ private:
+  M* m_;
+  std::unique_ptr<M> owned_;
+  ModelInfo info_;
+};
+
+ModelInfo info_of(const v4::V4Model& m) {
+  const v4::V4Config& c = m.config();
+  return {"deepseek_v4", c.vocab_size, c.bos_token_id, c.eos_token_id, v4::state_sizes(c, m.has_mtp())};
+}
+ModelInfo info_of(const v41::V41Model& m) {
+  const v41::V41Config& c = m.config();
+  return {"deepseek_v41", c.vocab_size, c.bos_token_id, c.eos_token_id, v41::state_sizes(c)};
+}
+
+using V4Adapter = ModelOf<v4::V4Model, v4::SequenceState, v4::SeqInput>;
+using V41Adapter = ModelOf<v41::V41Model, v41::V41SequenceState, v41::SeqInput>;
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend) {
+  DI_ASSIGN_OR_RETURN(nlohmann::json cfg, Checkpoint::read_json(dir + "/config.json"));
+  const std::string type = cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
+                               ? cfg["model_type"].get<std::string>() : "";
+  if (type == "deepseek_v41") {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<v41::V41Model> m, v41::V41Model::load(dir, backend));
+    v41::V41Model* p = m.get();
+    ModelInfo info = info_of(*p);
+    return std::unique_ptr<Model>(new V41Adapter(p, std::move(m), std::move(info)));
+  }
+  if (type == "deepseek_v4") {
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<v4::V4Model> m, v4::V4Model::load(dir, backend));
+    v4::V4Model* p = m.get();
+    ModelInfo info = info_of(*p);
+    return std::unique_ptr<Model>(new V4Adapter(p, std::move(m), std::move(info)));
+  }
+  return Status::invalid_argument(dir + "/config.json: model_type '" + type +
+                                  "' is not supported (deepseek_v4 or deepseek_v41)");
+}
+
+std::unique_ptr<Model> model_view(v4::V4Model& m) { return std::make_unique<V4Adapter>(&m, nullptr, info_of(m)); }
+std::unique_ptr<Model> model_view(v41::V41Model& m) { return std::make_unique<V41Adapter>(&m, nullptr, info_of(m)); }
+
+}  // namespace deepinfer
