@@ -59,6 +59,49 @@ bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8W
 bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
                       void* stream = nullptr);
 
+// ---- FP8 block-scaled GEMM through cuBLASLt (SM90 block scaling; the prefill path) ----
+/// Like quantize_act_fp8, but the scales are written K-block-major ("M-major"), the layout
+/// cuBLASLt's CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F expects: scales_t[kb * M + m].
+bool quantize_act_fp8_t(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales_t,
+                        void* stream = nullptr);
+/// E8M0 128x128 weight scales -> fp32 [N/128, K/128] (once, when the weight is loaded).
+bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream = nullptr);
+/// Workspace the cuBLASLt path may use; pass a buffer of this many bytes.
+size_t fp8_linear_lt_workspace_bytes();
+/// y[M, N] = x[M, K] . W[N, K]^T through cublasLtMatmul with A = W (BLK128x128_32F scales, fp32,
+/// w.scale_is_f32 required) and B = x (VEC128_32F, scales from quantize_act_fp8_t); fp32
+/// accumulate, y fp32 or bf16 (y_bf16). Plans (descriptors + heuristic algorithm) are cached per
+/// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm.
+bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
+                   void* workspace, void* stream = nullptr);
+
+// ---- V4 decode attention (one query token per sequence) ----
+/// 64 heads x 512 over one shared K=V head. Sequence b attends to ring slots 0..n_window[b]-1 of
+/// window[b] (slot order is irrelevant to the softmax) and then to entries[index[b][j]] for
+/// j < n_index[b] (index -1 = skipped), with sink[h] in the denominator, scale 1/sqrt(512); the
+/// output's last 64 dims get the conjugate (inverse) rotation at pos[b] (interleaved pairs,
+/// angle = pos * inv_freq[i]). Rows are split into splits of split_rows (a FIXED multiple of 64,
+/// the same for every batch: results never depend on the batch). bf16 q, K/V and output; fp32
+/// softmax statistics and accumulation; P rounded to bf16 before PV (as the reference kernel).
+struct DecodeAttnArgs {
+  const uint16_t* q = nullptr;        // [batch, 64, 512] bf16 (normed, roped)
+  const uint16_t* window = nullptr;   // [batch, 128, 512] bf16 ring
+  const int32_t* n_window = nullptr;  // [batch] (device)
+  const uint16_t* entries = nullptr;  // [E, 512] bf16 compressed rows
+  const int32_t* index = nullptr;     // [batch, index_stride] (device)
+  const int32_t* n_index = nullptr;   // [batch] (device), <= index_stride
+  int64_t index_stride = 0;
+  const float* sink = nullptr;        // [64]
+  const int32_t* pos = nullptr;       // [batch]
+  const float* inv_freq = nullptr;    // [32]
+  uint16_t* out = nullptr;            // [batch, 64, 512] bf16
+  int32_t batch = 0;
+  int32_t max_rows = 0;               // host-side bound on n_window + n_index (sizes the grid)
+  int32_t split_rows = 512;
+};
+size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
+bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
+
 // ---- MXFP4 expert linear for decode (small M per expert) ----
 /// Weight: packed e2m1 [N, K/2] bytes (low nibble = even column), E8M0 scale [N, K/32].
 /// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the

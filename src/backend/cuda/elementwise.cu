@@ -18,7 +18,8 @@ __device__ __forceinline__ float warp_max(float v) {
 }
 
 // One warp per (row, 128-block); lane j handles columns 4j..4j+3 of the block.
-template <bool kBf16>
+// kTransScale: scales written [kb * M + row] (cuBLASLt VEC128 layout) instead of [row * nkb + kb].
+template <bool kBf16, bool kTransScale = false>
 __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t K, uint8_t* __restrict__ q,
                                  float* __restrict__ scales) {
   const int64_t nkb = K / 128;
@@ -53,7 +54,7 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
     packed |= static_cast<uint32_t>(b) << (8 * i);
   }
   *reinterpret_cast<uint32_t*>(q + off) = packed;
-  if (lane == 0) scales[row * nkb + kb] = s;
+  if (lane == 0) scales[kTransScale ? kb * M + row : row * nkb + kb] = s;
 }
 
 // One block (256 threads) per row; fixed-order reduction (strided partials, then a fixed tree).
@@ -119,6 +120,20 @@ bool quantize_act_fp8(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8
   else
     quant_act_kernel<false><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales);
   return check_launch("quantize_act_fp8");
+}
+
+bool quantize_act_fp8_t(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales_t,
+                        void* stream) {
+  if (K % 128 != 0) return fail("quantize_act_fp8_t: K % 128 != 0");
+  if (M <= 0) return true;
+  const int64_t warps = M * (K / 128);
+  const int threads = 256;
+  const int64_t blocks = (warps * 32 + threads - 1) / threads;
+  if (x_is_bf16)
+    quant_act_kernel<true, true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales_t);
+  else
+    quant_act_kernel<false, true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales_t);
+  return check_launch("quantize_act_fp8_t");
 }
 
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y, void* stream) {

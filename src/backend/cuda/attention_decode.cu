@@ -1,0 +1,361 @@
+// V4 decode attention (one query token per sequence): 64 query heads over ONE shared K=V head of
+// dim 512, rows = the sliding-window ring + a list of compressed rows, a per-head sink logit,
+// softmax scale 1/sqrt(512), then the inverse RoPE of the tail 64 dims at the query position
+// (V4-MODEL.md 2.3-2.6; CPU reference: src/model/deepseek_v4/attention.cpp).
+//
+// Split-KV with a FIXED split size: sequence b's rows (window first, then compressed) are cut into
+// splits of `split_rows`; one block runs one (split, sequence) over all 64 heads (the K tile is read
+// once for all heads), in 64-row tiles with an online softmax in a fixed order. A second kernel
+// merges the splits in split order. Nothing depends on the batch, so a row's output is bitwise the
+// same in any batch. A single-split sequence is finished in the first kernel by the same function.
+//
+// Math: bf16 q and K/V rows (as the reference kernel), QK^T and PV on the tensor cores
+// (mma.sync m16n8k16 bf16, fp32 accumulate), P rounded to bf16 for PV (as the reference), softmax
+// statistics in fp32, output bf16.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check;
+using detail::check_launch;
+using detail::fail;
+
+namespace {
+
+constexpr int kD = 512, kH = 64, kTile = 64, kRope = 64, kRing = 128;
+constexpr int kStride = kD + 8;      // bf16 per smem row: 1040 B, so 8 ldmatrix rows hit 8 bank groups
+constexpr int kSStride = kTile + 4;  // fp32 logits row
+constexpr int kPStride = kTile + 8;  // bf16 probabilities row
+constexpr int kThreads = 256;        // 8 warps: (head group of 16) x (row half / dim half)
+constexpr size_t kSmemQ = size_t(kH) * kStride * 2;
+constexpr size_t kSmemK = size_t(kTile) * kStride * 2;
+constexpr size_t kSmemBytes =
+    kSmemQ + 2 * kSmemK + size_t(kH) * kSStride * 4 + size_t(kH) * kPStride * 2 + 3 * kH * 4 + 2 * kTile * 4;
+static_assert(kSmemBytes <= 232448, "exceeds the SM90 per-block shared memory");
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int n = valid ? 16 : 0;  // 0: zero-fill
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ int num_splits(int total, int split_rows) {
+  return total <= 0 ? 1 : (total + split_rows - 1) / split_rows;
+}
+
+// The merge of n split partials (m_i, l_i, o_i) with the sink, in split order; the single-split
+// path of the first kernel calls it with n = 1 so both paths round identically.
+struct Merge {
+  float M, L;
+};
+__device__ __forceinline__ Merge merge_stats(const float* m, const float* l, int n, int stride, float sink) {
+  float M = sink;
+  for (int i = 0; i < n; ++i) M = fmaxf(M, m[i * stride]);
+  float L = expf(sink - M);
+  for (int i = 0; i < n; ++i) L = __fadd_rn(L, __fmul_rn(expf(m[i * stride] - M), l[i * stride]));
+  return {M, L};
+}
+// Normalises one (even, odd) output pair, applies the inverse rope on the tail and stores bf16.
+__device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, int pos, const float* inv_freq,
+                                            bf16* out) {
+  float x = __fdiv_rn(ox, L), y = __fdiv_rn(oy, L);
+  if (d >= kD - kRope) {
+    const float ang = __fmul_rn(static_cast<float>(pos), inv_freq[(d - (kD - kRope)) >> 1]);
+    float sn, cs;
+    sincosf(ang, &sn, &cs);
+    const float nx = __fadd_rn(__fmul_rn(x, cs), __fmul_rn(y, sn));  // conjugate rotation
+    const float ny = __fsub_rn(__fmul_rn(y, cs), __fmul_rn(x, sn));
+    x = nx, y = ny;
+  }
+  *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = sQ + kH * kStride;  // 2 stages
+  float* sS = reinterpret_cast<float*>(sK + 2 * kTile * kStride);
+  bf16* sP = reinterpret_cast<bf16*>(sS + kH * kSStride);
+  float* sM = reinterpret_cast<float*>(sP + kH * kPStride);
+  float* sL = sM + kH;
+  float* sA = sL + kH;
+  int* sValid = reinterpret_cast<int*>(sA + kH);  // [2][kTile]
+  __shared__ float sFreq[kRope / 2];  // read once: per-element global loads behind the output
+                                      // stores could not be hoisted (possible aliasing) and
+                                      // serialised the finish on load latency
+
+  const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int nw = min(a.n_window[b], kRing), ni = a.n_index[b], total = nw + ni;
+  const int nsplit = num_splits(total, a.split_rows);
+  if (split >= nsplit) return;
+  const int r0 = split * a.split_rows, r1 = min(total, r0 + a.split_rows);
+  const int ntiles = max(1, (r1 - r0 + kTile - 1) / kTile);
+  const bf16* ring = reinterpret_cast<const bf16*>(a.window) + size_t(b) * kRing * kD;
+  const bf16* entries = reinterpret_cast<const bf16*>(a.entries);
+  const int32_t* idx = a.index + size_t(b) * a.index_stride;
+
+  // Tile loads: thread tid copies row tid/4 of the tile, 16-byte chunks (tid%4) + 4i. Its row's
+  // source (a ring slot or an index lookup) is resolved one tile ahead, so the index load's
+  // latency overlaps the previous tile's math instead of stalling the copy issue.
+  const int lr = tid >> 2, lc = tid & 3;
+  auto row_src = [&](int t) -> const bf16* {
+    const int g = r0 + t * kTile + lr;
+    if (t >= ntiles || g >= r1) return nullptr;
+    if (g < nw) return ring + size_t(g) * kD;
+    const int e = idx[g - nw];
+    return e >= 0 ? entries + size_t(e) * kD : nullptr;
+  };
+  auto load_tile = [&](const bf16* src, int stage) {
+    bf16* dst = sK + stage * kTile * kStride + lr * kStride;
+    const bf16* s = src ? src : ring;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) cp_async16(dst + (lc + 4 * i) * 8, s + (lc + 4 * i) * 8, src != nullptr);
+    if (lc == 0) sValid[stage * kTile + lr] = src != nullptr;
+  };
+
+  {
+    const bf16* q = reinterpret_cast<const bf16*>(a.q) + size_t(b) * kH * kD;
+    for (int c = tid; c < kH * 64; c += kThreads) {
+      const int h = c >> 6, ch = c & 63;
+      cp_async16(sQ + h * kStride + ch * 8, q + size_t(h) * kD + ch * 8, true);
+    }
+  }
+  load_tile(row_src(0), 0);
+  cp_commit();
+  const bf16* next_src = row_src(1);
+  if (tid < kH) sM[tid] = -INFINITY, sL[tid] = 0.f;
+  if (tid < kRope / 2) sFreq[tid] = a.inv_freq[tid];
+  const int pos_b = a.pos[b];
+
+  const int hg = warp & 3, half = warp >> 2, g = lane >> 2, tq = lane & 3;
+  const float scale = rsqrtf(static_cast<float>(kD));
+  float acc[32][4];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+  for (int t = 0; t < ntiles; ++t) {
+    if (t + 1 < ntiles) {
+      load_tile(next_src, (t + 1) & 1);
+      cp_commit();
+      next_src = row_src(t + 2);
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncthreads();
+    const bf16* K = sK + (t & 1) * kTile * kStride;
+    const int* valid = sValid + (t & 1) * kTile;
+    // Phase 1: logits of heads hg*16.. over rows half*32.. (k = 512).
+    {
+      float s[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      const bf16* qa = sQ + (hg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + (lane >> 4) * 8;
+      const bf16* kb = K + (half * 32 + (lane & 7) + (lane >> 4) * 8) * kStride + ((lane >> 3) & 1) * 8;
+#pragma unroll 4
+      for (int ks = 0; ks < kD / 16; ++ks) {
+        uint32_t af[4], b0[4], b1[4];
+        ldsm_x4(af, qa + ks * 16);
+        ldsm_x4(b0, kb + ks * 16);
+        ldsm_x4(b1, kb + 16 * kStride + ks * 16);
+        mma_bf16(s[0], af, b0[0], b0[1]);
+        mma_bf16(s[1], af, b0[2], b0[3]);
+        mma_bf16(s[2], af, b1[0], b1[1]);
+        mma_bf16(s[3], af, b1[2], b1[3]);
+      }
+#pragma unroll
+      for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = half * 32 + nt * 8 + tq * 2 + e;
+          const bool v = valid[col] != 0;
+          sS[(hg * 16 + g) * kSStride + col] = v ? s[nt][e] * scale : -INFINITY;
+          sS[(hg * 16 + g + 8) * kSStride + col] = v ? s[nt][2 + e] * scale : -INFINITY;
+        }
+    }
+    __syncthreads();
+    // Phase 2: online softmax update, 4 threads per head, 16 rows each.
+    {
+      const int h = tid >> 2, qd = tid & 3;
+      const float* srow = sS + h * kSStride + qd * 16;
+      float v[16], mx = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) v[j] = srow[j], mx = fmaxf(mx, v[j]);
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_old = sM[h], l_old = sL[h];
+      const float m_new = fmaxf(m_old, mx);
+      const bool none = m_new == -INFINITY;
+      const float alpha = none ? 1.f : expf(m_old - m_new);
+      float sum = 0.f;
+      __nv_bfloat162* prow = reinterpret_cast<__nv_bfloat162*>(sP + h * kPStride + qd * 16);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float p0 = none ? 0.f : expf(v[2 * j] - m_new), p1 = none ? 0.f : expf(v[2 * j + 1] - m_new);
+        sum = __fadd_rn(__fadd_rn(sum, p0), p1);
+        prow[j] = __floats2bfloat162_rn(p0, p1);
+      }
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 1));
+      sum = __fadd_rn(sum, __shfl_xor_sync(0xffffffffu, sum, 2));
+      __syncwarp();
+      if (qd == 0) sL[h] = __fadd_rn(__fmul_rn(alpha, l_old), sum), sM[h] = m_new, sA[h] = alpha;
+    }
+    __syncthreads();
+    // Phase 3: O[heads hg*16.., dims half*256..] = alpha * O + P . V (V = the same K tile).
+    {
+      const float al0 = sA[hg * 16 + g], al1 = sA[hg * 16 + g + 8];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc[i][0] *= al0, acc[i][1] *= al0, acc[i][2] *= al1, acc[i][3] *= al1;
+      const bf16* pa = sP + (hg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPStride + (lane >> 4) * 8;
+      const bf16* vb = K + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + half * 256 + (lane >> 4) * 8;
+#pragma unroll
+      for (int ks = 0; ks < kTile / 16; ++ks) {
+        uint32_t pf[4];
+        ldsm_x4(pf, pa + ks * 16);
+#pragma unroll
+        for (int np = 0; np < 16; ++np) {
+          uint32_t vf[4];
+          ldsm_x4_t(vf, vb + ks * 16 * kStride + np * 16);
+          mma_bf16(acc[2 * np], pf, vf[0], vf[1]);
+          mma_bf16(acc[2 * np + 1], pf, vf[2], vf[3]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // Finish (one split) or write the partial (several splits).
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int h = hg * 16 + g + rr * 8;
+    const float m = sM[h], l = sL[h];
+    if (nsplit == 1) {
+      const Merge mg = merge_stats(&m, &l, 1, 0, a.sink[h]);
+      const float w = expf(m - mg.M);
+      bf16* orow = reinterpret_cast<bf16*>(a.out) + (size_t(b) * kH + h) * kD;
+#pragma unroll
+      for (int nt = 0; nt < 32; ++nt) {
+        const int d = half * 256 + nt * 8 + tq * 2;
+        finish_pair(__fadd_rn(0.f, __fmul_rn(w, acc[nt][2 * rr])), __fadd_rn(0.f, __fmul_rn(w, acc[nt][2 * rr + 1])),
+                    mg.L, d, pos_b, sFreq, orow + d);
+      }
+    } else {
+      float* orow = ws_o + ((size_t(b) * max_splits + split) * kH + h) * kD;
+#pragma unroll
+      for (int nt = 0; nt < 32; ++nt) {
+        const int d = half * 256 + nt * 8 + tq * 2;
+        *reinterpret_cast<float2*>(orow + d) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+      }
+      if (half == 0 && tq == 0) {
+        float* ml = ws_ml + ((size_t(b) * max_splits + split) * kH + h) * 2;
+        ml[0] = m, ml[1] = l;
+      }
+    }
+  }
+}
+
+// Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block.
+constexpr int kCombineHeads = 4;
+__global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
+                                    int max_splits) {
+  const int b = blockIdx.x;
+  const int total = min(a.n_window[b], kRing) + a.n_index[b];
+  const int n = num_splits(total, a.split_rows);
+  if (n <= 1) return;
+  __shared__ float sFreq[kRope / 2];
+  if (threadIdx.x < kRope / 2) sFreq[threadIdx.x] = a.inv_freq[threadIdx.x];
+  __syncthreads();
+  const int pos_b = a.pos[b];
+  const float* ml = ws_ml + size_t(b) * max_splits * kH * 2;
+  const float* o = ws_o + size_t(b) * max_splits * kH * kD;
+  bf16* out = reinterpret_cast<bf16*>(a.out) + size_t(b) * kH * kD;
+  for (int i = threadIdx.x; i < kCombineHeads * (kD / 2); i += blockDim.x) {
+    const int h = blockIdx.y * kCombineHeads + i / (kD / 2), d = (i % (kD / 2)) * 2;
+    const Merge mg = merge_stats(ml + h * 2, ml + h * 2 + 1, n, kH * 2, a.sink[h]);
+    float ox = 0.f, oy = 0.f;
+    for (int s = 0; s < n; ++s) {
+      const float w = expf(ml[(s * kH + h) * 2] - mg.M);
+      const float2 v = *reinterpret_cast<const float2*>(o + (size_t(s) * kH + h) * kD + d);
+      ox = __fadd_rn(ox, __fmul_rn(w, v.x));
+      oy = __fadd_rn(oy, __fmul_rn(w, v.y));
+    }
+    finish_pair(ox, oy, mg.L, d, pos_b, sFreq, out + size_t(h) * kD + d);
+  }
+}
+
+int host_max_splits(const DecodeAttnArgs& a) {
+  return a.max_rows <= 0 ? 1 : (a.max_rows + a.split_rows - 1) / a.split_rows;
+}
+
+}  // namespace
+
+size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
+  const int s = host_max_splits(a);
+  if (s <= 1) return 0;
+  return size_t(a.batch) * s * kH * (kD + 2) * sizeof(float);
+}
+
+bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
+  if (a.batch <= 0) return true;
+  if (!a.q || !a.window || !a.n_window || !a.n_index || !a.sink || !a.pos || !a.inv_freq || !a.out)
+    return fail("decode_attention: null argument");
+  if (a.split_rows <= 0 || a.split_rows % kTile) return fail("decode_attention: split_rows must be a multiple of 64");
+  if (a.max_rows > kRing && (!a.index || !a.entries)) return fail("decode_attention: compressed rows need index+entries");
+  const int max_splits = host_max_splits(a);
+  if (max_splits > 65535) return fail("decode_attention: too many splits");
+  float* ws_o = static_cast<float*>(workspace);
+  float* ws_ml = ws_o ? ws_o + size_t(a.batch) * max_splits * kH * kD : nullptr;
+  if (max_splits > 1 && !workspace) return fail("decode_attention: workspace required (several splits)");
+  static bool attr_set = false;
+  if (!attr_set) {
+    if (!check(cudaFuncSetAttribute(attn_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)),
+               "decode_attention: smem attribute"))
+      return false;
+    attr_set = true;
+  }
+  DecodeAttnArgs args = a;
+  if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
+  if (!args.entries) args.entries = args.window;
+  attn_split_kernel<<<dim3(max_splits, a.batch), kThreads, kSmemBytes, as_stream(stream)>>>(args, ws_o, ws_ml,
+                                                                                             max_splits);
+  if (!check_launch("decode_attention split")) return false;
+  if (max_splits > 1) {
+    attn_combine_kernel<<<dim3(a.batch, kH / kCombineHeads), 256, 0, as_stream(stream)>>>(args, ws_o, ws_ml, max_splits);
+    if (!check_launch("decode_attention combine")) return false;
+  }
+  return true;
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,127 @@
+// FP8 block-scaled GEMM through cuBLASLt (SM90): the DeepSeek scaling, activations per 1x128
+// (CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F) and weights per 128x128 (BLK128x128_32F), fp32
+// scales, fp32 accumulation with the scales applied per 128-wide K block (no fast accumulation).
+//
+// Column-major view (cuBLAS): D[N, M] = op(A)[N, K] . B[K, M] with A = W stored [N][K] row-major
+// (K x N column-major, op T) and B = x stored [M][K] row-major (K x M column-major, op N); D is
+// y[M][N] row-major. Scale layouts (as PyTorch's _scaled_mm passes them on SM90): A's 128x128
+// scales [N/128][K/128] row-major (the checkpoint's order), B's 1x128 scales [K/128][M] ("M-major").
+#include <cublasLt.h>
+
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backend/cuda/cuda_common.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+
+namespace {
+
+constexpr size_t kLtWorkspace = size_t(32) << 20;
+
+struct Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+};
+
+std::mutex g_mu;
+cublasLtHandle_t g_lt = nullptr;
+std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Plan> g_plans;
+
+bool lt_fail(const char* what, cublasStatus_t st) {
+  return fail(std::string("fp8_linear_lt: ") + what + " (cublas status " + std::to_string(int(st)) + ")");
+}
+
+// Builds (once per shape) the descriptors and asks the heuristic for an algorithm.
+bool get_plan(int64_t M, int64_t N, int64_t K, bool y_bf16, const void* sa, const void* sb, Plan** out) {
+  auto key = std::make_tuple(M, N, K, y_bf16);
+  auto it = g_plans.find(key);
+  if (it != g_plans.end()) {
+    *out = &it->second;
+    return true;
+  }
+  cublasStatus_t st;
+  if (!g_lt && (st = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return lt_fail("cublasLtCreate", st);
+  Plan p;
+  const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
+  const int32_t modeA = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, modeB = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const cudaDataType_t dt = y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  if ((st = cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+    return lt_fail("desc", st);
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA));
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB));
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modeA, sizeof(modeA));
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof(modeB));
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
+  cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+  if ((st = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K)) != CUBLAS_STATUS_SUCCESS ||
+      (st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K)) != CUBLAS_STATUS_SUCCESS ||
+      (st = cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N)) != CUBLAS_STATUS_SUCCESS)
+    return lt_fail("layout", st);
+  cublasLtMatmulPreference_t pref;
+  cublasLtMatmulPreferenceCreate(&pref);
+  const size_t ws = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  cublasLtMatmulHeuristicResult_t res[8] = {};
+  int found = 0;
+  st = cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.d, p.d, pref, 8, res, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a), cublasLtMatrixLayoutDestroy(p.b), cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    return fail("fp8_linear_lt: no cuBLASLt algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                " K=" + std::to_string(K) + (y_bf16 ? " (bf16 out)" : " (fp32 out)") + ", status " +
+                std::to_string(int(st)));
+  }
+  p.algo = res[0].algo;
+  *out = &(g_plans[key] = p);
+  return true;
+}
+
+__global__ void scales_to_f32_kernel(const uint8_t* __restrict__ s, int64_t n, float* __restrict__ out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = detail::e8m0_to_float(s[i]);
+}
+
+}  // namespace
+
+size_t fp8_linear_lt_workspace_bytes() { return kLtWorkspace; }
+
+bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream) {
+  if (w.n % 128 || w.k % 128) return fail("fp8_scales_to_f32: N, K must be multiples of 128");
+  const int64_t n = (w.n / 128) * (w.k / 128);
+  if (w.scale_is_f32)
+    return detail::check(cudaMemcpyAsync(out, w.scale, n * 4, cudaMemcpyDeviceToDevice, as_stream(stream)),
+                         "fp8_scales_to_f32");
+  scales_to_f32_kernel<<<int((n + 255) / 256), 256, 0, as_stream(stream)>>>(static_cast<const uint8_t*>(w.scale), n,
+                                                                             out);
+  return check_launch("fp8_scales_to_f32");
+}
+
+bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
+                   void* workspace, void* stream) {
+  if (M <= 0) return true;
+  if (!w.scale_is_f32) return fail("fp8_linear_lt: weight scales must be fp32 (fp8_scales_to_f32)");
+  if (w.n % 128 || w.k % 128) return fail("fp8_linear_lt: N, K must be multiples of 128");
+  if (!workspace) return fail("fp8_linear_lt: workspace (fp8_linear_lt_workspace_bytes) required");
+  std::lock_guard<std::mutex> lock(g_mu);
+  Plan* p = nullptr;
+  if (!get_plan(M, w.n, w.k, y_bf16, w.scale, xs_t, &p)) return false;
+  const void* sa = w.scale;
+  const void* sb = xs_t;
+  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
+  cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
+  const float one = 1.f, zero = 0.f;
+  const cublasStatus_t st = cublasLtMatmul(g_lt, p->desc, &one, w.data, p->a, xq, p->b, &zero, y, p->d, y, p->d,
+                                           &p->algo, workspace, kLtWorkspace, as_stream(stream));
+  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail("cublasLtMatmul", st);
+  return true;
+}
+
+}  // namespace deepinfer::cuda
