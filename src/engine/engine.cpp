@@ -1,9 +1,12 @@
 #include "engine/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <deque>
 #include <random>
+#include <span>
 #include <thread>
 #include <unordered_map>
 
@@ -157,6 +160,15 @@ class Engine final : public EngineClient {
   int64_t state_bytes_ = 0;
   int64_t stats_preemptions_ = 0;
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0;
+  // Prefix sharing: snapshots are taken where a step ends, and a step ends on the last block
+  // boundary its chunk crosses; a boundary inside a chunk (where the next prompt may diverge,
+  // e.g. the end of a shared system prompt) would never be cached. So each admitted prompt is
+  // compared with the recent ones, and its prefill also stops at the last block boundary of
+  // the longest common prefix (share_at_), which then gets a snapshot.
+  std::deque<std::vector<int32_t>> recent_prompts_;
+  std::unordered_map<const Sequence*, int64_t> share_at_;
+  static constexpr size_t kRecentPrompts = 16;
+  void note_shared_prefix(Sequence& s);
   std::thread loop_;
 };
 
@@ -206,6 +218,7 @@ void Engine::finish(Sequence& s, const std::string& reason, std::optional<std::s
   ev.completion_tokens = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
   ev.cached_prompt_tokens = s.cached_tokens;
   s.ctx->stream->push(std::move(ev));
+  share_at_.erase(&s);
   if (s.state) state_bytes_ -= s.state_bytes;
   s.state.reset();
   if (--s.ctx->remaining == 0) {
@@ -230,10 +243,32 @@ void Engine::admit() {
         s.cached_tokens = std::max(s.cached_tokens, hit.tokens);
       }
     }
+    if (opts_.prefix_cache_bytes > 0) note_shared_prefix(s);
     s.state_bytes = estimate_bytes(s, 1);
     state_bytes_ += s.state_bytes;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
+  }
+}
+
+void Engine::note_shared_prefix(Sequence& s) {
+  const int64_t block = prefix_.block_tokens();
+  std::span<const int32_t> prompt(s.tokens.data(), static_cast<size_t>(s.prompt_len));
+  int64_t common = 0;
+  for (const auto& r : recent_prompts_) {
+    const size_t n = std::min(r.size(), prompt.size());
+    size_t k = 0;
+    while (k < n && r[k] == prompt[k]) ++k;
+    common = std::max(common, static_cast<int64_t>(k));
+  }
+  // At least one prompt token stays to compute (for the next token's logits).
+  const int64_t at = std::min(common, s.prompt_len - 1) / block * block;
+  if (at > s.computed && !prefix_.contains(prompt.first(static_cast<size_t>(at)))) share_at_[&s] = at;
+  if (std::find_if(recent_prompts_.begin(), recent_prompts_.end(), [&](const auto& r) {
+        return std::equal(r.begin(), r.end(), prompt.begin(), prompt.end());
+      }) == recent_prompts_.end()) {
+    recent_prompts_.emplace_front(prompt.begin(), prompt.end());
+    if (recent_prompts_.size() > kRecentPrompts) recent_prompts_.pop_back();
   }
 }
 
@@ -247,6 +282,7 @@ void Engine::preempt_to_fit() {
     auto victim = std::max_element(running_.begin(), running_.end(),
                                    [](const auto& a, const auto& b) { return a->key.before(b->key); });
     Sequence& v = **victim;
+    share_at_.erase(&v);
     state_bytes_ -= v.state_bytes;
     v.state.reset();
     v.computed = 0;
@@ -275,7 +311,18 @@ bool Engine::step() {
     const int64_t pending = static_cast<int64_t>(s->tokens.size()) - s->computed;
     demand.push_back({pending, s->computed, pending == 1 && s->computed >= s->prompt_len});
   }
-  const StepPlan plan = plan_step(opts_.sched, demand, cost_);
+  StepPlan plan = plan_step(opts_.sched, demand, cost_);
+  for (size_t i = 0; i < running_.size() && !share_at_.empty(); ++i) {
+    auto it = share_at_.find(running_[i].get());
+    if (it == share_at_.end()) continue;
+    const int64_t from = running_[i]->computed, to = from + plan.tokens[i];
+    if (it->second <= from) {
+      share_at_.erase(it);
+    } else if (it->second < to) {
+      plan.total -= to - it->second;
+      plan.tokens[i] = it->second - from;
+    }
+  }
   std::vector<v4::SeqInput> batch;
   std::vector<Sequence*> members;
   double token_ctx = 0;
