@@ -35,7 +35,7 @@ export function args() {
 
 /// Starts `deepinfer serve MODEL_DIR --port 0 ...extra`; resolves when /health answers 200.
 export async function startServer(bin, modelDir, extra = [], { timeoutMs = 30000 } = {}) {
-  const proc = spawn(bin, ['serve', modelDir, '--host', '127.0.0.1', '--port', '0', '--threads', '2', ...extra],
+  const proc = spawn(bin, ['serve', modelDir, '--host', '127.0.0.1', '--port', '0', ...(extra.includes('--threads') ? [] : ['--threads', '2']), ...extra],
                      { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '', err = '';
   proc.stderr.on('data', (d) => { err += d; if (err.length > 200000) err = err.slice(-100000); });
