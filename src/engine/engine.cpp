@@ -13,7 +13,7 @@
 #include "core/log.h"
 #include "engine/sequence.h"
 #include "kv/prefix_cache.h"
-#include "model/deepseek_v4/model.h"
+#include "model/model.h"
 #include "tokenizer/tokenizer.h"
 #include <numeric>
 
@@ -34,15 +34,15 @@ using Clock = std::chrono::steady_clock;
 
 class Engine final : public EngineClient {
  public:
-  Engine(EngineOptions opts, std::unique_ptr<Backend> backend, std::unique_ptr<v4::V4Model> model,
+  Engine(EngineOptions opts, std::unique_ptr<Backend> backend, std::unique_ptr<Model> model,
          std::unique_ptr<SequenceFactory> factory, ModelInfo info)
       : opts_(std::move(opts)),
         backend_(std::move(backend)),
         model_(std::move(model)),
         factory_(std::move(factory)),
         info_(std::move(info)),
-        sizes_(v4::state_sizes(model_->config(), model_->has_mtp())),
-        prefix_(block_tokens(model_->config()), opts_.prefix_cache_bytes > 0 ? opts_.prefix_cache_bytes : 1) {
+        sizes_(model_->info().state),
+        prefix_(model_->info().prefix_block_tokens, opts_.prefix_cache_bytes > 0 ? opts_.prefix_cache_bytes : 1) {
     opts_.sched.chunk_align = prefix_.block_tokens();
     loop_ = std::thread([this] { run(); });
   }
@@ -87,14 +87,6 @@ class Engine final : public EngineClient {
   const ModelInfo& model_info() const override { return info_; }
 
  private:
-  static int64_t block_tokens(const v4::V4Config& c) {
-    // A multiple of every compression ratio: at a block boundary no compressor window is open.
-    int64_t b = 1;
-    for (int64_t r : c.ratios)
-      if (r > 0) b = std::lcm(b, r);
-    return std::max<int64_t>(b, 16);
-  }
-
   Status validate(const EngineRequest& req) const {
     if (req.prompt.empty()) return Status::invalid_argument("the prompt is empty");
     for (int32_t t : req.prompt)
@@ -138,10 +130,10 @@ class Engine final : public EngineClient {
 
   EngineOptions opts_;
   std::unique_ptr<Backend> backend_;
-  std::unique_ptr<v4::V4Model> model_;
+  std::unique_ptr<Model> model_;
   std::unique_ptr<SequenceFactory> factory_;
   ModelInfo info_;
-  v4::StateSizes sizes_;
+  v4::StateSizes sizes_;  // the model family's state accounting (ModelSpec::state)
   PrefixCache prefix_;
   StepCostModel cost_;
   std::random_device seed_source_;
@@ -232,13 +224,13 @@ void Engine::admit() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opts_.sched.max_running) {
     Sequence& s = *waiting_.front();
     if (state_bytes_ + estimate_bytes(s, 1) > opts_.state_capacity_bytes && !running_.empty()) break;
-    s.state = std::make_unique<v4::SequenceState>(model_->new_sequence());
+    s.state = model_->new_state();
     s.computed = 0;
     if (opts_.prefix_cache_bytes > 0) {
       // At least one token must be computed to get logits for the next token.
       PrefixCache::Hit hit = prefix_.lookup(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
       if (hit.tokens > 0) {
-        *s.state = *static_cast<const v4::SequenceState*>(hit.payload.get());
+        s.state = static_cast<const ModelState*>(hit.payload.get())->clone();
         s.computed = hit.tokens;
         s.cached_tokens = std::max(s.cached_tokens, hit.tokens);
       }
@@ -323,7 +315,7 @@ bool Engine::step() {
       plan.tokens[i] = it->second - from;
     }
   }
-  std::vector<v4::SeqInput> batch;
+  std::vector<ModelInput> batch;
   std::vector<Sequence*> members;
   double token_ctx = 0;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -355,7 +347,7 @@ bool Engine::step() {
     s.computed += static_cast<int64_t>(batch[b].tokens.size());
     if (opts_.prefix_cache_bytes > 0 && s.computed <= s.prompt_len && s.computed % prefix_.block_tokens() == 0 &&
         !prefix_.contains(std::span<const int32_t>(s.tokens.data(), s.computed))) {
-      auto snap = std::make_shared<v4::SequenceState>(*s.state);
+      std::shared_ptr<const ModelState> snap(s.state->clone());
       const int64_t bytes = static_cast<int64_t>(snap->bytes());
       prefix_.insert(std::span<const int32_t>(s.tokens.data(), s.computed), std::move(snap), bytes);
     }
@@ -395,7 +387,7 @@ Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, 
   BackendConfig bc;
   bc.num_threads = opts.threads;
   DI_ASSIGN_OR_RETURN(auto backend, Backend::create(bc));
-  DI_ASSIGN_OR_RETURN(auto model, v4::V4Model::load(model_dir, *backend));
+  DI_ASSIGN_OR_RETURN(auto model, load_model(model_dir, *backend));
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const auto tok_path = std::filesystem::path(model_dir) / "tokenizer.json";
   if (opts.load_tokenizer && std::filesystem::exists(tok_path)) {
@@ -405,9 +397,9 @@ Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, 
   info.name = opts.served_model_name.empty() ? std::filesystem::path(model_dir).filename().string()
                                              : opts.served_model_name;
   if (info.name.empty()) info.name = std::filesystem::path(model_dir).parent_path().filename().string();
-  info.vocab_size = model->config().vocab_size;
+  info.vocab_size = model->info().vocab_size;
   info.max_context = opts.max_context;
-  info.eos_token_id = static_cast<int32_t>(model->config().eos_token_id);
+  info.eos_token_id = static_cast<int32_t>(model->info().eos_token_id);
   auto factory = std::make_unique<SequenceFactory>(std::move(tok), info.eos_token_id, info.max_context);
   return std::unique_ptr<EngineClient>(
       new Engine(opts, std::move(backend), std::move(model), std::move(factory), std::move(info)));

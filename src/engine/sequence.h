@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "engine/engine_client.h"
-#include "model/deepseek_v4/state.h"
+#include "model/model.h"
 #include "sample/sampler.h"
 #include "sched/scheduler.h"
 
@@ -56,7 +56,7 @@ class Sequence {
   std::vector<int32_t> tokens;  // prompt + generated
   int64_t prompt_len = 0;
   SchedKey key;
-  std::unique_ptr<v4::SequenceState> state;  // null while waiting or preempted
+  std::unique_ptr<ModelState> state;  // null while waiting or preempted
   int64_t computed = 0;       // tokens consumed by `state`
   int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
   int64_t state_bytes = 0;    // accounted against the engine's capacity

@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace deepinfer {
 
 namespace {
@@ -21,8 +24,8 @@ class StateOf final : public ModelState {
 template <class M, class State, class Input>
 class ModelOf final : public Model {
  public:
-  ModelOf(M* m, std::unique_ptr<M> owned, ModelInfo info) : m_(m), owned_(std::move(owned)), info_(std::move(info)) {}
-  const ModelInfo& info() const override { return info_; }
+  ModelOf(M* m, std::unique_ptr<M> owned, ModelSpec info) : m_(m), owned_(std::move(owned)), info_(std::move(info)) {}
+  const ModelSpec& info() const override { return info_; }
   std::unique_ptr<ModelState> new_state() const override { return std::make_unique<StateOf<State>>(m_->new_sequence()); }
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override {
     std::vector<Input> in;
@@ -38,16 +41,24 @@ class ModelOf final : public Model {
  private:
   M* m_;
   std::unique_ptr<M> owned_;
-  ModelInfo info_;
+  ModelSpec info_;
 };
 
-ModelInfo info_of(const v4::V4Model& m) {
-  const v4::V4Config& c = m.config();
-  return {"deepseek_v4", c.vocab_size, c.bos_token_id, c.eos_token_id, v4::state_sizes(c, m.has_mtp())};
+int64_t block_for(const std::vector<int64_t>& ratios) {
+  int64_t b = 1;
+  for (int64_t r : ratios)
+    if (r > 0) b = std::lcm(b, r);
+  return std::max<int64_t>(b, 16);
 }
-ModelInfo info_of(const v41::V41Model& m) {
+
+ModelSpec info_of(const v4::V4Model& m) {
+  const v4::V4Config& c = m.config();
+  return {"deepseek_v4", c.vocab_size, c.bos_token_id, c.eos_token_id, v4::state_sizes(c, m.has_mtp()),
+          block_for(c.ratios)};
+}
+ModelSpec info_of(const v41::V41Model& m) {
   const v41::V41Config& c = m.config();
-  return {"deepseek_v41", c.vocab_size, c.bos_token_id, c.eos_token_id, v41::state_sizes(c)};
+  return {"deepseek_v41", c.vocab_size, c.bos_token_id, c.eos_token_id, v41::state_sizes(c), block_for(c.ratios)};
 }
 
 using V4Adapter = ModelOf<v4::V4Model, v4::SequenceState, v4::SeqInput>;
@@ -62,13 +73,13 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
   if (type == "deepseek_v41") {
     DI_ASSIGN_OR_RETURN(std::unique_ptr<v41::V41Model> m, v41::V41Model::load(dir, backend));
     v41::V41Model* p = m.get();
-    ModelInfo info = info_of(*p);
+    ModelSpec info = info_of(*p);
     return std::unique_ptr<Model>(new V41Adapter(p, std::move(m), std::move(info)));
   }
   if (type == "deepseek_v4") {
     DI_ASSIGN_OR_RETURN(std::unique_ptr<v4::V4Model> m, v4::V4Model::load(dir, backend));
     v4::V4Model* p = m.get();
-    ModelInfo info = info_of(*p);
+    ModelSpec info = info_of(*p);
     return std::unique_ptr<Model>(new V4Adapter(p, std::move(m), std::move(info)));
   }
   return Status::invalid_argument(dir + "/config.json: model_type '" + type +

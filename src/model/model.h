@@ -15,12 +15,15 @@
 
 namespace deepinfer {
 
-struct ModelInfo {
+struct ModelSpec {
   std::string model_type;  // "deepseek_v4", "deepseek_v41"
   int64_t vocab_size = 0;
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
   v4::StateSizes state;    // per-token and per-sequence state bytes
+  /// Prefix-cache granularity: a multiple of every compression ratio, so no compressor window
+  /// is open at a block boundary and a state snapshot there is complete.
+  int64_t prefix_block_tokens = 16;
 };
 
 /// One sequence's state; copies are snapshots (growing parts share blocks copy-on-write).
@@ -41,7 +44,7 @@ struct ModelInput {
 class Model {
  public:
   virtual ~Model() = default;
-  virtual const ModelInfo& info() const = 0;
+  virtual const ModelSpec& info() const = 0;
   virtual std::unique_ptr<ModelState> new_state() const = 0;
   /// logits [rows, vocab] and row_offsets as v4::ForwardOutput.
   virtual Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) = 0;

@@ -7,6 +7,7 @@
 
 #include "engine/engine.h"
 #include "engine/offline.h"
+#include "loader/safetensors.h"
 
 namespace deepinfer {
 namespace {
@@ -185,6 +186,46 @@ TEST(Engine, FullQueueAnswersResourceExhausted) {
   }
   EXPECT_GT(refused, 0);
   for (auto& s : ok) EXPECT_EQ(collect(*s, 1).finish[0], "length");
+}
+
+}  // namespace
+}  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// V4.1 through the same engine: greedy equals the NumPy reference's greedy continuation, with
+// other requests running, and a prefix-cache hit (window rings, shared caches, Engram history
+// restored from a snapshot) changes nothing.
+TEST(EngineV41, GreedyMatchesReferenceAndPrefixHitsChangeNothing) {
+  const std::string dir = std::string(DI_TEST_DATA_DIR) + "/tiny-v41-a";
+  auto f = SafetensorsFile::open(dir + "/reference.safetensors");
+  ASSERT_TRUE(f.is_ok());
+  auto ids = [&](const char* n) {
+    auto s = (*f)->tensor(*(*f)->find(n)).span<int32_t>();
+    return std::vector<int32_t>(s.begin(), s.end());
+  };
+  const auto prompt = ids("greedy_prompt"), full = ids("greedy_output");
+  EngineOptions o;
+  o.threads = 2;
+  auto e = make_engine(dir, o);
+  ASSERT_TRUE(e.is_ok()) << e.status().to_string();
+  const int64_t n_new = static_cast<int64_t>(full.size() - prompt.size());
+  auto noise = (*e)->submit(make_req("noise", prompt_of(4, 50), 30, 1.0f, 9));
+  auto main = (*e)->submit(make_req("main", prompt, n_new));
+  ASSERT_TRUE(main.is_ok() && noise.is_ok());
+  EXPECT_EQ(collect(**main, 1).tokens[0], std::vector<int32_t>(full.begin() + prompt.size(), full.end()));
+  collect(**noise, 1);
+
+  EngineOptions cold = o;
+  cold.prefix_cache_bytes = 0;
+  auto c = make_engine(dir, cold);
+  std::vector<int32_t> shared = prompt_of(11, 40), p2 = shared;
+  p2.push_back(5);
+  collect(**(*e)->submit(make_req("w1", shared, 4)), 1);
+  auto warm = collect(**(*e)->submit(make_req("w2", p2, 10)), 1);
+  EXPECT_GE(warm.cached[0], 32);
+  EXPECT_EQ(warm.tokens[0], collect(**(*c)->submit(make_req("c2", p2, 10)), 1).tokens[0]);
 }
 
 }  // namespace
