@@ -1,0 +1,532 @@
+// mHC pre/post, MoE routing / grouping / permutation / combine, clamped SwiGLU, layout helpers
+// and on-device random weights (layer_ops.h).
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <climits>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/layer_ops.h"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+
+namespace {
+
+constexpr int kHcN = 4, kHcMix = 24, kHcTok = 4, kHcChunk = 1024;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+
+// Partial dots of 4 tokens x 24 mix rows (+ the sum of squares) over one 1024-wide chunk of 4d.
+// grid (ceil(T/4), 4d/1024), 256 threads, 4 consecutive values per thread. ws [T, nchunk, 25].
+__global__ void __launch_bounds__(256) hc_partial_kernel(const float* __restrict__ X, int T, int nd,
+                                                         const float* __restrict__ fn, float* __restrict__ ws) {
+  __shared__ float red[8][kHcTok * (kHcMix + 1)];
+  const int c = blockIdx.y, nchunk = gridDim.y, t0 = blockIdx.x * kHcTok;
+  const int col = c * kHcChunk + threadIdx.x * 4;
+  float4 x[kHcTok];
+#pragma unroll
+  for (int i = 0; i < kHcTok; ++i)
+    x[i] = (t0 + i < T) ? *reinterpret_cast<const float4*>(X + int64_t(t0 + i) * nd + col)
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+  float acc[kHcTok][kHcMix + 1];
+#pragma unroll
+  for (int r = 0; r < kHcMix; ++r) {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + col));
+#pragma unroll
+    for (int i = 0; i < kHcTok; ++i) acc[i][r] = f.x * x[i].x + f.y * x[i].y + f.z * x[i].z + f.w * x[i].w;
+  }
+#pragma unroll
+  for (int i = 0; i < kHcTok; ++i) acc[i][kHcMix] = x[i].x * x[i].x + x[i].y * x[i].y + x[i].z * x[i].z + x[i].w * x[i].w;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < kHcTok; ++i)
+#pragma unroll
+    for (int r = 0; r <= kHcMix; ++r) {
+      const float s = warp_sum(acc[i][r]);
+      if (lane == 0) red[warp][i * (kHcMix + 1) + r] = s;
+    }
+  __syncthreads();
+  if (threadIdx.x < kHcTok * (kHcMix + 1)) {
+    const int i = threadIdx.x / (kHcMix + 1), r = threadIdx.x % (kHcMix + 1);
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) s += red[w][threadIdx.x];
+    if (t0 + i < T) ws[(int64_t(t0 + i) * nchunk + c) * (kHcMix + 1) + r] = s;
+  }
+}
+
+// grid (T, d/1024), 256 threads: mixes, sigmoid, Sinkhorn (thread 0, in registers), collapse.
+__global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int d, int nchunk,
+                                                        const float* __restrict__ ws, const float* __restrict__ base,
+                                                        const float* __restrict__ scale, float rms_eps, float hc_eps,
+                                                        int iters, float* __restrict__ pre, float* __restrict__ post,
+                                                        float* __restrict__ comb, float* __restrict__ input) {
+  __shared__ float sm[kHcMix + 1];
+  __shared__ float spre[kHcN];
+  const int t = blockIdx.x;
+  if (threadIdx.x <= kHcMix) {
+    float s = 0.f;
+    for (int c = 0; c < nchunk; ++c) s += ws[(int64_t(t) * nchunk + c) * (kHcMix + 1) + threadIdx.x];
+    sm[threadIdx.x] = s;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const float r = rsqrtf(sm[kHcMix] / static_cast<float>(kHcN * d) + rms_eps);
+    float m[kHcMix];
+#pragma unroll
+    for (int i = 0; i < kHcMix; ++i) m[i] = sm[i] * r;
+    float C[kHcN][kHcN];
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) {
+        C[j][k] = m[2 * kHcN + j * kHcN + k] * scale[2] + base[2 * kHcN + j * kHcN + k];
+        mx = fmaxf(mx, C[j][k]);
+      }
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) s += (C[j][k] = expf(C[j][k] - mx));
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) C[j][k] = C[j][k] / s + hc_eps;
+    }
+    auto col_norm = [&] {
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) {
+        float s = 0.f;
+#pragma unroll
+        for (int j = 0; j < kHcN; ++j) s += C[j][k];
+#pragma unroll
+        for (int j = 0; j < kHcN; ++j) C[j][k] /= (s + hc_eps);
+      }
+    };
+    auto row_norm = [&] {
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j) {
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < kHcN; ++k) s += C[j][k];
+#pragma unroll
+        for (int k = 0; k < kHcN; ++k) C[j][k] /= (s + hc_eps);
+      }
+    };
+    col_norm();
+    for (int it = 1; it < iters; ++it) {
+      row_norm();
+      col_norm();
+    }
+    const bool w = blockIdx.y == 0;
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) {
+      const float p = sigmoidf_(m[j] * scale[0] + base[j]) + hc_eps;
+      spre[j] = p;
+      if (w) {
+        pre[t * kHcN + j] = p;
+        post[t * kHcN + j] = 2.f * sigmoidf_(m[kHcN + j] * scale[1] + base[kHcN + j]);
+#pragma unroll
+        for (int k = 0; k < kHcN; ++k) comb[(t * kHcN + j) * kHcN + k] = C[j][k];
+      }
+    }
+  }
+  __syncthreads();
+  const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
+  const float* xt = X + int64_t(t) * kHcN * d + e;
+  float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    const float4 v = *reinterpret_cast<const float4*>(xt + int64_t(j) * d);
+    const float p = spre[j];
+    y.x += p * v.x, y.y += p * v.y, y.z += p * v.z, y.w += p * v.w;
+  }
+  *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = y;
+}
+
+// One thread per (token, 4 columns): X_k <- post_k f + sum_j C[j][k] X_j.
+__global__ void hc_post_kernel(float* __restrict__ X, int64_t T, int d, const float* __restrict__ post,
+                               const float* __restrict__ comb, const float* __restrict__ f) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int q = d / 4;
+  if (i >= T * q) return;
+  const int64_t t = i / q;
+  const int e = static_cast<int>(i % q) * 4;
+  float* xt = X + t * kHcN * d + e;
+  float4 x[kHcN];
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) x[j] = *reinterpret_cast<const float4*>(xt + int64_t(j) * d);
+  const float4 fv = *reinterpret_cast<const float4*>(f + t * d + e);
+  const float* C = comb + t * kHcN * kHcN;
+#pragma unroll
+  for (int k = 0; k < kHcN; ++k) {
+    const float pk = post[t * kHcN + k];
+    float4 r = make_float4(pk * fv.x, pk * fv.y, pk * fv.z, pk * fv.w);
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) {
+      const float c = C[j * kHcN + k];
+      r.x += c * x[j].x, r.y += c * x[j].y, r.z += c * x[j].z, r.w += c * x[j].w;
+    }
+    *reinterpret_cast<float4*>(xt + int64_t(k) * d) = r;
+  }
+}
+
+// ---- routing ----
+// grid (E/8, ceil(T/8)), 8 warps: warp = one expert, 8 tokens; lane covers 8 columns per 256.
+__global__ void __launch_bounds__(256) router_logits_kernel(const float* __restrict__ h, int T, int d,
+                                                            const uint16_t* __restrict__ gate, int E,
+                                                            float* __restrict__ logits) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int e = blockIdx.x * 8 + warp, t0 = blockIdx.y * 8;
+  float acc[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] = 0.f;
+  for (int k = lane * 8; k < d; k += 256) {
+    const uint4 g = detail::ldg_nc_v4(gate + int64_t(e) * d + k);
+    float w[8];
+    const uint32_t gw[4] = {g.x, g.y, g.z, g.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      w[2 * j] = __uint_as_float(gw[j] << 16);
+      w[2 * j + 1] = __uint_as_float(gw[j] & 0xffff0000u);
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (t0 + i >= T) break;
+      const float4* px = reinterpret_cast<const float4*>(h + int64_t(t0 + i) * d + k);
+      const float4 a = px[0], b = px[1];
+      acc[i] += a.x * w[0] + a.y * w[1] + a.z * w[2] + a.w * w[3] + b.x * w[4] + b.y * w[5] + b.z * w[6] + b.w * w[7];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const float s = warp_sum(acc[i]);
+    if (lane == 0 && t0 + i < T) logits[int64_t(t0 + i) * E + e] = s;
+  }
+}
+
+__device__ __forceinline__ bool better(float ka, int ia, float kb, int ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+// One block (256 threads) per token.
+__global__ void __launch_bounds__(256) router_topk_kernel(const float* __restrict__ logits, int E,
+                                                          const float* __restrict__ bias, int k, float scaling,
+                                                          int32_t* __restrict__ experts, float* __restrict__ weights) {
+  __shared__ float score[1024];
+  __shared__ float wk[8];
+  __shared__ int wi[8];
+  __shared__ int chosen[16];
+  const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float key[4];
+  bool taken[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int e = threadIdx.x + 256 * i;
+    key[i] = -INFINITY;
+    taken[i] = e >= E;
+    if (e < E) {
+      const float x = logits[int64_t(t) * E + e];
+      const float sp = x > 20.f ? x : log1pf(expf(x));
+      const float s = sqrtf(sp);
+      score[e] = s;
+      key[i] = s + (bias ? bias[e] : 0.f);
+    }
+  }
+  for (int r = 0; r < k; ++r) {
+    float bk = -INFINITY;
+    int bi = INT_MAX;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int e = threadIdx.x + 256 * i;
+      if (!taken[i] && better(key[i], e, bk, bi)) bk = key[i], bi = e;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ok = __shfl_xor_sync(0xffffffffu, bk, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (better(ok, oi, bk, bi)) bk = ok, bi = oi;
+    }
+    if (lane == 0) wk[warp] = bk, wi[warp] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float ck = wk[0];
+      int ci = wi[0];
+      for (int w = 1; w < 8; ++w)
+        if (better(wk[w], wi[w], ck, ci)) ck = wk[w], ci = wi[w];
+      chosen[r] = ci;
+    }
+    __syncthreads();
+    const int c = chosen[r];
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      if (threadIdx.x + 256 * i == c) taken[i] = true, key[i] = -INFINITY;
+  }
+  if (threadIdx.x == 0) {
+    float sum = 0.f;
+    for (int r = 0; r < k; ++r) sum += score[chosen[r]];
+    for (int r = 0; r < k; ++r) {
+      experts[t * k + r] = chosen[r];
+      weights[t * k + r] = score[chosen[r]] / sum * scaling;
+    }
+  }
+}
+
+// ---- expert grouping (one block of 256 threads) ----
+constexpr int kMaxSlots = 8192, kGroupRows = 64;
+__global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
+                                                         const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
+                                                         float* g_perm, float* u_perm, const float* a_perm,
+                                                         float* y_perm, int64_t d, int64_t inter, int max_groups,
+                                                         int32_t* __restrict__ slot_pos, Mxfp4Group* __restrict__ g13,
+                                                         Mxfp4Group* __restrict__ g2) {
+  __shared__ int ex[kMaxSlots];
+  __shared__ int cnt[1024], off[1024], gst[1024];
+  for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
+  __syncthreads();
+  for (int i = threadIdx.x; i < TK; i += blockDim.x) {
+    const int e = experts[i];
+    ex[i] = e;
+    atomicAdd(&cnt[e], 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int o = 0, g = 0;
+    for (int e = 0; e < E; ++e) {
+      off[e] = o, gst[e] = g;
+      o += cnt[e];
+      g += (cnt[e] + kGroupRows - 1) / kGroupRows;
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    if (cnt[e] == 0) continue;
+    int r = off[e];
+    for (int i = 0; i < TK; ++i)
+      if (ex[i] == e) slot_pos[i] = r++;
+    const ExpertPtrs p = ptrs[e];
+    for (int c = 0; c * kGroupRows < cnt[e]; ++c) {
+      const int g = gst[e] + c;
+      const int64_t r0 = off[e] + c * kGroupRows;
+      const int m = min(kGroupRows, cnt[e] - c * kGroupRows);
+      Mxfp4Group a;
+      a.w = p.w1, a.scale = p.s1, a.x = x_perm + r0 * d, a.y = g_perm + r0 * inter, a.m = m;
+      g13[2 * g] = a;
+      a.w = p.w3, a.scale = p.s3, a.y = u_perm + r0 * inter;
+      g13[2 * g + 1] = a;
+      a.w = p.w2, a.scale = p.s2, a.x = a_perm + r0 * inter, a.y = y_perm + r0 * d;
+      g2[g] = a;
+    }
+  }
+  // unused entries: m = 0
+  const int used = gst[E - 1] + (cnt[E - 1] + kGroupRows - 1) / kGroupRows;
+  for (int g = used + threadIdx.x; g < max_groups; g += blockDim.x) {
+    Mxfp4Group z;
+    g13[2 * g] = z;
+    g13[2 * g + 1] = z;
+    g2[g] = z;
+  }
+}
+
+__global__ void moe_permute_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
+                                   float* __restrict__ x_perm) {
+  const int i = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
+  float4* dst = reinterpret_cast<float4*>(x_perm + int64_t(slot_pos[i]) * d);
+  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) dst[c] = src[c];
+}
+
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ slot_pos,
+                                   const float* __restrict__ w, const float* __restrict__ shared, int64_t T, int k,
+                                   int d, float* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int q = d / 4;
+  if (i >= T * q) return;
+  const int64_t t = i / q;
+  const int e = static_cast<int>(i % q) * 4;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int j = 0; j < k; ++j) {
+    const float wj = w[t * k + j];
+    const float4 v = *reinterpret_cast<const float4*>(y + int64_t(slot_pos[t * k + j]) * d + e);
+    acc.x += v.x * wj, acc.y += v.y * wj, acc.z += v.z * wj, acc.w += v.w * wj;
+  }
+  float4 o = shared ? *reinterpret_cast<const float4*>(shared + t * d + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+  o.x += acc.x, o.y += acc.y, o.z += acc.z, o.w += acc.w;
+  *reinterpret_cast<float4*>(out + t * d + e) = o;
+}
+
+__global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t ld, int64_t R,
+                              int64_t I, float L, float* __restrict__ a) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= R * I) return;
+  const int64_t r = i / I, c = i % I;
+  float gi = g[r * ld + c], ui = u[r * ld + c];
+  if (L > 0.f) {
+    gi = fminf(gi, L);
+    ui = fminf(fmaxf(ui, -L), L);
+  }
+  a[i] = gi / (1.f + expf(-gi)) * ui;
+}
+
+__global__ void cast_bf16_kernel(const float* __restrict__ src, int64_t rows, int64_t cols, uint16_t* __restrict__ dst,
+                                 int64_t ld) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= rows * cols) return;
+  const __nv_bfloat16 b = __float2bfloat16_rn(src[i]);
+  dst[(i / cols) * ld + i % cols] = *reinterpret_cast<const uint16_t*>(&b);
+}
+
+// 8-byte units: out[b, a, c] = in[a, b, c]
+__global__ void swap01_kernel(const uint2* __restrict__ in, int64_t A, int64_t B, int64_t C8, uint2* __restrict__ out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= A * B * C8) return;
+  const int64_t c = i % C8, ab = i / C8, b = ab % B, a = ab / B;
+  out[(b * A + a) * C8 + c] = in[i];
+}
+
+__device__ __forceinline__ uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+__global__ void fill_random_kernel(void* dst, int64_t count, int kind, float a, float b, uint64_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count; i += int64_t(gridDim.x) * blockDim.x) {
+    const uint64_t z = mix64(seed + 0x9e3779b97f4a7c15ull * (i + 1));
+    const float u = (static_cast<float>(z >> 40) * (1.f / 16777216.f)) * 2.f - 1.f;  // [-1, 1)
+    switch (kind) {
+      case 0:
+        static_cast<uint8_t*>(dst)[i] = __nv_cvt_float_to_fp8(u * a, __NV_SATFINITE, __NV_E4M3);
+        break;
+      case 1:
+        static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(z);
+        break;
+      case 2: {
+        const int lo = static_cast<int>(a), hi = static_cast<int>(b);
+        static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(lo + static_cast<int>(z % uint64_t(hi - lo + 1)));
+        break;
+      }
+      case 3: {
+        const __nv_bfloat16 v = __float2bfloat16_rn(u * a);
+        static_cast<uint16_t*>(dst)[i] = *reinterpret_cast<const uint16_t*>(&v);
+        break;
+      }
+      default:
+        static_cast<float*>(dst)[i] = u * a;
+    }
+  }
+}
+
+inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace
+
+size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
+  return static_cast<size_t>(T) * (kHcN * d / kHcChunk) * (kHcMix + 1) * sizeof(float);
+}
+
+bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
+            float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
+            void* workspace, void* stream) {
+  if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
+  if (T <= 0) return true;
+  const int nd = static_cast<int>(kHcN * d), nchunk = nd / kHcChunk;
+  float* ws = static_cast<float*>(workspace);
+  const cudaStream_t s = as_stream(stream);
+  hc_partial_kernel<<<dim3(blocks_for(T, kHcTok), nchunk), 256, 0, s>>>(X, static_cast<int>(T), nd, fn, ws);
+  if (!check_launch("hc_partial_kernel")) return false;
+  hc_finish_kernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s>>>(
+      X, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
+  return check_launch("hc_finish_kernel");
+}
+
+bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {
+  if (d % 4) return fail("hc_post: d % 4 != 0");
+  if (T <= 0) return true;
+  hc_post_kernel<<<blocks_for(T * d / 4), 256, 0, as_stream(stream)>>>(X, T, static_cast<int>(d), post, comb, f);
+  return check_launch("hc_post_kernel");
+}
+
+bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
+               float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream) {
+  if (d % 256 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route: need d % 256 == 0, E % 8 == 0, E <= 1024, k <= 16");
+  if (T <= 0) return true;
+  const cudaStream_t s = as_stream(stream);
+  router_logits_kernel<<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
+      h, static_cast<int>(T), static_cast<int>(d), gate, static_cast<int>(E), logits_ws);
+  if (!check_launch("router_logits_kernel")) return false;
+  router_topk_kernel<<<static_cast<unsigned>(T), 256, 0, s>>>(logits_ws, static_cast<int>(E), bias, k, scaling,
+                                                               experts, weights);
+  return check_launch("router_topk_kernel");
+}
+
+int moe_max_groups(int64_t T, int k, int64_t n_experts) {
+  const int64_t tk = T * k;
+  return static_cast<int>(std::min<int64_t>(n_experts, tk) + tk / kGroupRows);
+}
+
+bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
+                      const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
+                      int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
+                      Mxfp4Group* groups2, void* stream) {
+  if (T * k > kMaxSlots || n_experts > 1024) return fail("moe_build_groups: T*k > 8192 or E > 1024");
+  if (max_groups < moe_max_groups(T, k, n_experts)) return fail("moe_build_groups: max_groups too small");
+  if (T <= 0) return true;
+  moe_groups_kernel<<<1, 256, 0, as_stream(stream)>>>(experts, static_cast<int>(T * k), static_cast<int>(n_experts),
+                                                      ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
+                                                      max_groups, slot_pos, groups13, groups2);
+  return check_launch("moe_groups_kernel");
+}
+
+bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm, void* stream) {
+  if (d % 4) return fail("moe_permute: d % 4 != 0");
+  if (T <= 0) return true;
+  moe_permute_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(h, k, static_cast<int>(d), slot_pos,
+                                                                                   x_perm);
+  return check_launch("moe_permute_kernel");
+}
+
+bool moe_combine(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared, int64_t T,
+                 int k, int64_t d, float* out, void* stream) {
+  if (d % 4) return fail("moe_combine: d % 4 != 0");
+  if (T <= 0) return true;
+  moe_combine_kernel<<<blocks_for(T * d / 4), 256, 0, as_stream(stream)>>>(y_perm, slot_pos, weights, shared, T, k,
+                                                                           static_cast<int>(d), out);
+  return check_launch("moe_combine_kernel");
+}
+
+bool swiglu(const float* g, const float* u, int64_t ld, int64_t R, int64_t I, float limit, float* a, void* stream) {
+  if (R * I <= 0) return true;
+  swiglu_kernel<<<blocks_for(R * I), 256, 0, as_stream(stream)>>>(g, u, ld, R, I, limit, a);
+  return check_launch("swiglu_kernel");
+}
+
+bool cast_f32_to_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_ld, void* stream) {
+  if (rows * cols <= 0) return true;
+  cast_bf16_kernel<<<blocks_for(rows * cols), 256, 0, as_stream(stream)>>>(src, rows, cols, dst, dst_ld);
+  return check_launch("cast_bf16_kernel");
+}
+
+bool swap01(const void* in, int64_t A, int64_t B, int64_t C, int elem_bytes, void* out, void* stream) {
+  if ((C * elem_bytes) % 8) return fail("swap01: C * elem_bytes % 8 != 0");
+  const int64_t c8 = C * elem_bytes / 8;
+  if (A * B * c8 <= 0) return true;
+  swap01_kernel<<<blocks_for(A * B * c8), 256, 0, as_stream(stream)>>>(static_cast<const uint2*>(in), A, B, c8,
+                                                                        static_cast<uint2*>(out));
+  return check_launch("swap01_kernel");
+}
+
+bool fill_random(void* dst, int64_t count, RandomKind kind, float a, float b, uint64_t seed, void* stream) {
+  if (count <= 0) return true;
+  fill_random_kernel<<<4096, 256, 0, as_stream(stream)>>>(dst, count, static_cast<int>(kind), a, b, seed);
+  return check_launch("fill_random_kernel");
+}
+
+}  // namespace deepinfer::cuda

@@ -1,0 +1,87 @@
+// CUDA ops of a V4 decode layer beyond the first slices (issue D): mHC pre/post (Sinkhorn in
+// registers), MoE routing (sqrt-softplus, bias-corrected top-k), on-device expert grouping and
+// token permutation (so a decode step is one CUDA graph with no host sync), clamped SwiGLU, the
+// weighted combine, and small layout helpers. Same conventions as cuda_ops.h: plain C++17, no
+// CUDA types, asynchronous on `stream`, false + last_error() on failure, row-independent math
+// with a reduction order fixed by the shape (never by the number of rows).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace deepinfer::cuda {
+
+// ---- mHC (n = 4 streams) ----
+/// X [T, 4, d] fp32. fn [24, 4d] fp32 row-major, base [24], scale [3] (device).
+/// mixes = fn . (X / rms(X)) with the unweighted RMS over all 4d values (eps rms_eps);
+/// pre_j = sigmoid(m_j s0 + b_j) + hc_eps, post_j = 2 sigmoid(m_{4+j} s1 + b_{4+j}),
+/// comb = Sinkhorn(row softmax(m_{8+4j+k} s2 + b) + hc_eps; column norm, then (iters - 1) x
+/// (row, column) norms, each dividing by (sum + hc_eps)); input[T, d] = sum_j pre_j X_j.
+/// Outputs pre/post [T, 4], comb [T, 4, 4] (row j = input stream, column k = output stream).
+/// workspace: hc_pre_workspace_bytes(T, d). Requires d % 1024 == 0.
+size_t hc_pre_workspace_bytes(int64_t T, int64_t d);
+bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
+            float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
+            void* workspace, void* stream = nullptr);
+/// X <- post (x) f + comb^T X, per token (in place). f [T, d].
+bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
+             void* stream = nullptr);
+
+// ---- MoE routing (learned, sqrt-softplus) ----
+/// logits[T, E] = h[T, d] . gate[E, d]^T (gate bf16), score = sqrt(softplus(logit)); experts
+/// [T, k] = top-k of score + bias (descending, lower index first on ties); weights [T, k] =
+/// score / sum(selected scores) * scaling (sum in slot order). Requires d % 256 == 0, E <= 1024,
+/// k <= 16. logits_ws: T * E floats.
+bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
+               float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream = nullptr);
+
+/// Per-expert weight pointers (device array of n_experts of these): MXFP4 w1, w3 [inter, d],
+/// w2 [d, inter], each packed e2m1 + E8M0 scale.
+struct ExpertPtrs {
+  const uint8_t *w1, *s1, *w3, *s3, *w2, *s2;
+};
+/// Upper bound of the (expert, chunk of <= 64 rows) groups for T tokens of top-k.
+int moe_max_groups(int64_t T, int k, int64_t n_experts);
+/// From experts [T, k] (device), on the device: slot_pos[T*k] (row of each (token, slot) in the
+/// expert-sorted order: experts ascending, (token, slot) ascending within one), and the group
+/// lists for mxfp4_linear_grouped: groups13 [2 * max_groups] (w1 then w3 of each group: x =
+/// x_perm rows, y = g_perm / u_perm rows) and groups2 [max_groups] (x = a_perm, y = y_perm);
+/// unused entries get m = 0. One block, fixed order: the result depends only on `experts`.
+bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
+                      const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
+                      int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
+                      Mxfp4Group* groups2, void* stream = nullptr);
+/// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
+bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,
+                 void* stream = nullptr);
+/// out[t] = shared[t] + sum_j weights[t, j] * y_perm[slot_pos[t*k + j]] (sum over j in slot
+/// order first, then added to shared: the CPU backend's order). shared may be null (zeros).
+bool moe_combine(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared, int64_t T,
+                 int k, int64_t d, float* out, void* stream = nullptr);
+
+/// Clamped SwiGLU: a[r, i] = silu(min(g, L)) * clamp(u, -L, L) (no clamp when L <= 0), with g
+/// at g[r * ld + i], u at u[r * ld + i]; a is [R, I] contiguous.
+bool swiglu(const float* g, const float* u, int64_t ld, int64_t R, int64_t I, float limit, float* a,
+            void* stream = nullptr);
+
+// ---- layout helpers ----
+/// fp32 -> bf16 (round to nearest even), n elements; dst row r at dst + r * dst_ld (rows of `cols`).
+bool cast_f32_to_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_ld,
+                      void* stream = nullptr);
+/// out[b, a, c] = in[a, b, c] for elements of elem_bytes (2 or 4) bytes; c % 4 == 0 for 2-byte.
+bool swap01(const void* in, int64_t A, int64_t B, int64_t C, int elem_bytes, void* out, void* stream = nullptr);
+
+// ---- random weights in stored formats (generated on the device) ----
+enum class RandomKind : int {
+  kE4M3 = 0,     // FP8 E4M3 bytes of uniform(-a, a) (no NaN codes)
+  kE2M1 = 1,     // packed e2m1 bytes (every nibble valid)
+  kE8M0 = 2,     // E8M0 bytes uniform in [a, b] (integers)
+  kBf16 = 3,     // bf16 of uniform(-a, a)
+  kF32 = 4,      // fp32 uniform(-a, a)
+};
+/// count = number of elements (bytes for kE4M3/kE2M1/kE8M0).
+bool fill_random(void* dst, int64_t count, RandomKind kind, float a, float b, uint64_t seed, void* stream = nullptr);
+
+}  // namespace deepinfer::cuda
