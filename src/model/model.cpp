@@ -66,18 +66,18 @@ using V41Adapter = ModelOf<v41::V41Model, v41::V41SequenceState, v41::SeqInput>;
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend) {
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(nlohmann::json cfg, Checkpoint::read_json(dir + "/config.json"));
   const std::string type = cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
                                ? cfg["model_type"].get<std::string>() : "";
   if (type == "deepseek_v41") {
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<v41::V41Model> m, v41::V41Model::load(dir, backend));
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<v41::V41Model> m, v41::V41Model::load(dir, backend, std::nullopt, opt));
     v41::V41Model* p = m.get();
     ModelSpec info = info_of(*p);
     return std::unique_ptr<Model>(new V41Adapter(p, std::move(m), std::move(info)));
   }
   if (type == "deepseek_v4") {
-    DI_ASSIGN_OR_RETURN(std::unique_ptr<v4::V4Model> m, v4::V4Model::load(dir, backend));
+    DI_ASSIGN_OR_RETURN(std::unique_ptr<v4::V4Model> m, v4::V4Model::load(dir, backend, opt));
     v4::V4Model* p = m.get();
     ModelSpec info = info_of(*p);
     return std::unique_ptr<Model>(new V4Adapter(p, std::move(m), std::move(info)));

@@ -51,7 +51,7 @@ class Model {
 };
 
 /// Reads dir/config.json's model_type and loads the matching model.
-Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend);
+Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt = {});
 /// Non-owning views of a loaded model (the model must outlive them).
 std::unique_ptr<Model> model_view(v4::V4Model& m);
 std::unique_ptr<Model> model_view(v41::V41Model& m);

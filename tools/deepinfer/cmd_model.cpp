@@ -23,6 +23,7 @@ struct ModelArgs {
   std::string model_dir;
   std::string input, output;
   int threads = 0;
+  bool reference_rounding = false;
 };
 
 Result<std::unique_ptr<Backend>> make_cpu(int threads) {
@@ -45,7 +46,9 @@ int run_score(const ModelArgs& a, int64_t top_k) {
   }
   auto backend = make_cpu(a.threads);
   if (!backend.is_ok()) return fail(backend.status());
-  auto model = load_model(a.model_dir, **backend);
+  LoadOptions lo;
+  lo.numerics.reference_rounding = a.reference_rounding;
+  auto model = load_model(a.model_dir, **backend, lo);
   if (!model.is_ok()) return fail(model.status());
   for (size_t i = 0; i < seqs.size(); ++i)
     for (int32_t t : seqs[i])
@@ -91,6 +94,9 @@ void register_model_commands(CLI::App& app, Registry& reg) {
   score->add_option("--output", args->output, "JSONL: {\"id\", \"token_logprobs\", \"top_logprobs\"}")->required();
   score->add_option("--top-logprobs", *top_k, "alternatives per position");
   score->add_option("--threads", args->threads, "CPU threads (0: all)");
+  score->add_flag("--reference-rounding", args->reference_rounding,
+                  "reproduce the official reference's low-precision rounding (FP8/FP4 KV, indexer; V4 also "
+                  "FP8 activations) instead of exact arithmetic");
   reg.add(score, [args, top_k] { return run_score(*args, *top_k); });
 
   auto dir = std::make_shared<std::string>();

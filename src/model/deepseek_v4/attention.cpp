@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model/deepseek_v4/compressor.h"
+#include "model/numerics.h"
 
 namespace deepinfer::v4 {
 
@@ -41,10 +42,11 @@ void sink_attention(const float* q, int64_t H, int64_t D, const std::vector<cons
 }
 
 void grouped_output(CpuOps& ops, const float* o, int64_t N, int64_t HD, int64_t G, int64_t R, const Weight& wo_a,
-                    const Weight& wo_b, float* out) {
+                    const Weight& wo_b, float* out, int64_t act_block) {
   const int64_t gin = HD / G;
   std::vector<float> z(N * G * R);
   for (int64_t g = 0; g < G; ++g) ops.linear(o + g * gin, N, HD, wo_a, g * R, (g + 1) * R, z.data() + g * R, G * R);
+  if (act_block > 0) numerics::fake_fp8_rows(z.data(), N, G * R, act_block);
   ops.linear(z.data(), N, wo_b, out);
 }
 
@@ -68,6 +70,10 @@ void run_compressor(CpuOps& ops, const V4Config& c, const CompressorWeights& w, 
   ops.linear(h, N, w.wkv, kv.data());
   ops.linear(h, N, w.wgate, gate.data());
   CompressorParams p{&w.norm, static_cast<float>(c.rms_eps), &rope};
+  if (c.numerics.reference_rounding) {
+    p.round_mode = index ? 2 : 1;
+    p.rope_dim = c.rope_dim;
+  }
   ops.pool().parallel_for(static_cast<int64_t>(layout.seqs.size()), 1, [&](int64_t s0, int64_t s1) {
     for (int64_t s = s0; s < s1; ++s) {
       const SeqSlice& sl = layout.seqs[s];
@@ -91,14 +97,33 @@ void attention_forward(CpuOps& ops, const V4Config& c, const BlockWeights& w, co
   const int64_t N = layout.num_tokens(), d = c.hidden, H = c.num_heads, D = c.head_dim, Wn = c.window;
   const float eps = static_cast<float>(c.rms_eps);
 
+  // Reference rounding (model/numerics.h): the FP8 linears see their input rounded through FP8
+  // per 128 along K (hq, qq); the bf16 ones (compressors, weights_proj) see it unrounded.
+  const bool rr = c.numerics.reference_rounding;
+  const int64_t act_block = rr ? 128 : 0;
+  std::vector<float> hq_buf, qq_buf;
+  const float* hq = h;
+  if (rr) {
+    hq_buf.assign(h, h + N * c.hidden);
+    numerics::fake_fp8_rows(hq_buf.data(), N, c.hidden, act_block);
+    hq = hq_buf.data();
+  }
   std::vector<float> qr(N * c.q_lora_rank), q(N * H * D), kv(N * D);
-  ops.linear(h, N, a.wq_a, qr.data());
+  ops.linear(hq, N, a.wq_a, qr.data());
   ops.rms_norm(qr.data(), N, c.q_lora_rank, a.q_norm.data(), eps, qr.data());
-  ops.linear(qr.data(), N, a.wq_b, q.data());
+  const float* qq = qr.data();
+  if (rr) {
+    qq_buf = qr;
+    numerics::fake_fp8_rows(qq_buf.data(), N, c.q_lora_rank, act_block);
+    qq = qq_buf.data();
+  }
+  ops.linear(qq, N, a.wq_b, q.data());
   norm_and_rope_heads(ops, q.data(), N, H, D, eps, /*norm=*/true, rope, layout.pos);
-  ops.linear(h, N, a.wkv, kv.data());
+  ops.linear(hq, N, a.wkv, kv.data());
   ops.rms_norm(kv.data(), N, D, a.kv_norm.data(), eps, kv.data());
   norm_and_rope_heads(ops, kv.data(), N, 1, D, eps, /*norm=*/false, rope, layout.pos);
+  if (rr)  // window KV: nope dims through FP8 per 64, rope dims kept
+    for (int64_t t = 0; t < N; ++t) numerics::fake_fp8(kv.data() + t * D, D - c.rope_dim, 64);
 
   if (a.compressor) run_compressor(ops, c, *a.compressor, rope, layout, states, /*index=*/false, h);
 
@@ -109,8 +134,13 @@ void attention_forward(CpuOps& ops, const V4Config& c, const BlockWeights& w, co
     run_compressor(ops, c, iw.compressor, rope, layout, states, /*index=*/true, h);
     const int64_t Hi = c.index_n_heads, Di = c.index_head_dim;
     std::vector<float> qi(N * Hi * Di), wi(N * Hi);
-    ops.linear(qr.data(), N, iw.wq_b, qi.data());
+    ops.linear(qq, N, iw.wq_b, qi.data());
     norm_and_rope_heads(ops, qi.data(), N, Hi, Di, eps, /*norm=*/false, rope, layout.pos);
+    if (rr)
+      for (int64_t r = 0; r < N * Hi; ++r) {
+        numerics::hadamard(qi.data() + r * Di, Di);
+        numerics::fake_fp4(qi.data() + r * Di, Di, 32);
+      }
     ops.linear(h, N, iw.weights_proj, wi.data());
     selected.resize(N);
     const float head_scale = 1.f / std::sqrt(static_cast<float>(Hi));
@@ -175,7 +205,7 @@ void attention_forward(CpuOps& ops, const V4Config& c, const BlockWeights& w, co
   }
 
   // Grouped output projection: group g's heads -> o_lora_rank, then wo_b.
-  grouped_output(ops, o.data(), N, H * D, c.o_groups, c.o_lora_rank, a.wo_a, a.wo_b, out);
+  grouped_output(ops, o.data(), N, H * D, c.o_groups, c.o_lora_rank, a.wo_a, a.wo_b, out, act_block);
   (void)d;
 }
 

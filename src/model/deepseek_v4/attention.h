@@ -27,9 +27,10 @@ void sink_attention(const float* q, int64_t H, int64_t D, const std::vector<cons
                     float* o);
 
 /// Grouped low-rank output projection: group g's H*D/G inputs -> wo_a rows [g*R, (g+1)*R), then wo_b.
-/// o is [N, H*D], out [N, wo_b.rows].
+/// o is [N, H*D], out [N, wo_b.rows]. act_block > 0: wo_b's input is rounded through FP8 per
+/// act_block along K first (reference rounding; wo_a's input is not: the reference runs it in bf16).
 void grouped_output(CpuOps& ops, const float* o, int64_t N, int64_t HD, int64_t G, int64_t R, const Weight& wo_a,
-                    const Weight& wo_b, float* out);
+                    const Weight& wo_b, float* out, int64_t act_block = 0);
 
 /// Lightning-indexer selection for one query: the top `k` of scores[0, n) (ties: lower index
 /// first), returned in ascending index order.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "model/numerics.h"
+
 namespace deepinfer::v4 {
 
 namespace {
@@ -41,6 +43,12 @@ void emit(CompressorState& s, const CompressorParams& p) {
   const float rs = 1.f / std::sqrt(ms / static_cast<float>(W) + p.eps);
   for (int64_t ch = 0; ch < W; ++ch) pooled[ch] = (*p.norm)[ch] * (pooled[ch] * rs);
   p.rope->apply(pooled.data(), W, s.entries.size() * R);
+  if (p.round_mode == 1) {
+    numerics::fake_fp8(pooled.data(), W - p.rope_dim, 64);
+  } else if (p.round_mode == 2) {
+    numerics::hadamard(pooled.data(), W);
+    numerics::fake_fp4(pooled.data(), W, 32);
+  }
   s.entries.append(pooled.data());
   if (s.overlap) {
     for (int64_t r = 0; r < R; ++r) {

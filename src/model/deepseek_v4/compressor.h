@@ -15,6 +15,10 @@ struct CompressorParams {
   const std::vector<float>* norm = nullptr;  // [width]
   float eps = 1e-6f;
   const Rope* rope = nullptr;
+  // Reference rounding of the emitted entry (after RoPE): 0 none; 1 FP8 per 64 over the first
+  // `width - rope dims` (nope) dims; 2 Hadamard then FP4 per 32 over all dims (indexer keys).
+  int round_mode = 0;
+  int64_t rope_dim = 0;
 };
 
 /// Pushes one token's rows (kv and gate of c*width values, gate already including ape[pos % ratio]).

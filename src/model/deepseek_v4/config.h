@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "model/numerics.h"
 
 namespace deepinfer::v4 {
 
@@ -61,6 +62,7 @@ struct V4Config {
   int64_t fp8_block_cols = 128;
   int64_t bos_token_id = 0;
   int64_t eos_token_id = 1;
+  Numerics numerics;  // not in config.json: set from LoadOptions
 
   /// Parses and validates; `where` names the file in errors.
   static Result<V4Config> from_json(const nlohmann::json& j, const std::string& where);

@@ -6,13 +6,14 @@
 
 namespace deepinfer::v4 {
 
-Result<std::unique_ptr<V4Model>> V4Model::load(const std::string& dir, Backend& backend) {
+Result<std::unique_ptr<V4Model>> V4Model::load(const std::string& dir, Backend& backend, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
-  return from_checkpoint(std::move(ck), backend);
+  return from_checkpoint(std::move(ck), backend, opt);
 }
 
-Result<std::unique_ptr<V4Model>> V4Model::from_checkpoint(Checkpoint ck, Backend& backend) {
+Result<std::unique_ptr<V4Model>> V4Model::from_checkpoint(Checkpoint ck, Backend& backend, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(V4Config cfg, V4Config::from_json(ck.config(), ck.dir() + "/config.json"));
+  cfg.numerics = opt.numerics;
   DI_ASSIGN_OR_RETURN(V4Weights w, V4Weights::load(ck, cfg));
   return std::unique_ptr<V4Model>(new V4Model(std::move(ck), std::move(cfg), std::move(w), backend));
 }

@@ -33,8 +33,10 @@ struct ForwardOutput {
 
 class V4Model {
  public:
-  static Result<std::unique_ptr<V4Model>> load(const std::string& dir, Backend& backend);
-  static Result<std::unique_ptr<V4Model>> from_checkpoint(Checkpoint ck, Backend& backend);
+  static Result<std::unique_ptr<V4Model>> load(const std::string& dir, Backend& backend,
+                                               const LoadOptions& opt = {});
+  static Result<std::unique_ptr<V4Model>> from_checkpoint(Checkpoint ck, Backend& backend,
+                                                          const LoadOptions& opt = {});
 
   const V4Config& config() const { return cfg_; }
   const V4Weights& weights() const { return w_; }

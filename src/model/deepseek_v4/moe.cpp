@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "model/numerics.h"
+
 namespace deepinfer::v4 {
 
 namespace {
@@ -19,7 +21,12 @@ float score_fn(const std::string& f, float x) {
 void swiglu(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2, const Weight& w3, const float* x,
             int64_t m, float* out) {
   const int64_t I = w1.rows;
-  std::vector<float> g(m * I), u(m * I);
+  std::vector<float> g(m * I), u(m * I), xq;
+  if (p.act_block > 0) {  // the reference's act_quant before its FP8/FP4 GEMMs
+    xq.assign(x, x + m * w1.cols);
+    numerics::fake_fp8_rows(xq.data(), m, w1.cols, p.act_block);
+    x = xq.data();
+  }
   ops.linear(x, m, w1, g.data());
   ops.linear(x, m, w3, u.data());
   const float L = p.swiglu_limit;
@@ -31,6 +38,7 @@ void swiglu(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2,
     }
     g[i] = gi / (1.f + std::exp(-gi)) * ui;
   }
+  if (p.act_block > 0) numerics::fake_fp8_rows(g.data(), m, I, p.act_block);
   ops.linear(g.data(), m, w2, out);
 }
 
@@ -44,6 +52,7 @@ MoeParams moe_params(const V4Config& c) {
   p.norm_topk_prob = c.norm_topk_prob;
   p.routed_scaling = static_cast<float>(c.routed_scaling);
   p.swiglu_limit = static_cast<float>(c.swiglu_limit);
+  p.act_block = c.numerics.reference_rounding ? 128 : 0;
   return p;
 }
 

@@ -21,6 +21,7 @@ struct MoeParams {
   float swiglu_limit = 0.f;  // 0: no clamp
   float gate_temp = 1.f;     // router logits are divided by it (V4.1)
   float renorm_eps = 0.f;    // added to the sum of the selected scores (V4.1: 1e-20)
+  int64_t act_block = 0;     // >0: expert inputs rounded through FP8 per act_block along K (reference rounding)
 };
 MoeParams moe_params(const V4Config& c);
 

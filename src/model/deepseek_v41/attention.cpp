@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "model/deepseek_v4/attention.h"
+#include "model/numerics.h"
 
 namespace deepinfer::v41 {
 
@@ -90,6 +91,10 @@ void run_compressor(CpuOps& ops, const V41Config& c, const V41Attention& a, int6
     KvSourceState& st = states[s]->sources[slot];
     rope.apply(pooled.data() + g * D, D, grp * r);
     rope.apply(keys.data() + g * dI, dI, grp * r);
+    if (c.numerics.reference_rounding) {  // kv_quant: FP4 entries (e4m3 scale / 16), FP4 keys (/ 32)
+      numerics::fake_fp4(pooled.data() + g * D, D, 16, /*e4m3_scale=*/true);
+      numerics::fake_fp4(keys.data() + g * dI, dI, 32);
+    }
     st.entries.append(pooled.data() + g * D);
     st.index_keys.append(keys.data() + g * dI);
   }
@@ -105,6 +110,7 @@ void run_indexer(CpuOps& ops, const V41Config& c, const V41Attention& a, int64_t
   std::vector<float> qi(N * nI * dI), wi(N * nI);
   ops.linear(qr, N, iw.wq_b, qi.data());
   rope_rows(ops, qi.data(), N, nI, dI, rope, layout.pos);
+  if (c.numerics.reference_rounding) numerics::fake_fp4_rows(qi.data(), N * nI, dI, 32);
   ops.linear(h, N, iw.weights_proj, wi.data());
   const float wscale = 1.f / std::sqrt(static_cast<float>(dI)) / std::sqrt(static_cast<float>(nI));
   for (float& v : wi) v *= wscale;
@@ -158,6 +164,7 @@ void attention_forward(CpuOps& ops, const V41Config& c, const V41Block& w, int64
   ops.linear(h, N, a.wkv, kv.data());
   ops.rms_norm(kv.data(), N, D, a.kv_norm.data(), eps, kv.data());
   rope_rows(ops, kv.data(), N, 1, D, rope, layout.pos);
+  if (c.numerics.reference_rounding) numerics::fake_fp8_rows(kv.data(), N, D, 32);  // kv_quant: window KV
 
   if (a.compressor) run_compressor(ops, c, a, layer, *ropes.compress, layout, states, h);
   if (a.indexer) run_indexer(ops, c, a, layer, *ropes.compress, layout, states, h, qr.data(), carry);

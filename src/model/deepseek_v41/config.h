@@ -41,6 +41,7 @@ struct V41Config {
   int64_t fp8_block_rows = 128, fp8_block_cols = 128;
   bool expert_fp4 = false;  // quantization_config.expert_dtype == "fp4"
   int64_t bos_token_id = 0, eos_token_id = 1;
+  Numerics numerics;  // not in config.json: set from LoadOptions
 
   static Result<V41Config> from_json(const nlohmann::json& j, const std::string& where);
   Status validate() const;

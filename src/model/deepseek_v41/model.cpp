@@ -6,9 +6,11 @@
 namespace deepinfer::v41 {
 
 Result<std::unique_ptr<V41Model>> V41Model::load(const std::string& dir, Backend& backend,
-                                                 std::optional<std::vector<int32_t>> token_map) {
+                                                 std::optional<std::vector<int32_t>> token_map,
+                                                 const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
   DI_ASSIGN_OR_RETURN(V41Config cfg, V41Config::from_json(ck.config(), dir + "/config.json"));
+  cfg.numerics = opt.numerics;
   DI_ASSIGN_OR_RETURN(V41Weights w, V41Weights::load(ck, cfg));
   std::unique_ptr<V41Model> m(new V41Model(std::move(ck), std::move(cfg), std::move(w), backend));
   if (!m->cfg_.engram_layers.empty()) {

@@ -30,9 +30,10 @@ struct SeqInput {
 class V41Model {
  public:
   /// Loads a folder: config.json, weights, and (with Engram) engram_token_map.json unless
-  /// `token_map` is given.
+  /// `token_map` is given. opt.numerics.reference_rounding: the reference's kv_quant rounding.
   static Result<std::unique_ptr<V41Model>> load(const std::string& dir, Backend& backend,
-                                                std::optional<std::vector<int32_t>> token_map = std::nullopt);
+                                                std::optional<std::vector<int32_t>> token_map = std::nullopt,
+                                                const LoadOptions& opt = {});
 
   const V41Config& config() const { return cfg_; }
   const V41Weights& weights() const { return w_; }
