@@ -79,6 +79,7 @@ T* upload(const std::vector<T>& v) {
 
 struct Fp8 {
   dc::Fp8Weight w;
+  float* sf32 = nullptr;  // the same scales as fp32 (the cuBLASLt path)
   double bytes = 0;
 };
 Fp8 fp8(int64_t n, int64_t k) {
@@ -87,14 +88,34 @@ Fp8 fp8(int64_t n, int64_t k) {
   f.w.scale = rnd<uint8_t>((n / 128) * (k / 128), dc::RandomKind::kE8M0, 120, 122);
   f.w.n = n, f.w.k = k;
   f.bytes = double(n) * k + double(n / 128) * (k / 128);
+  f.sf32 = static_cast<float*>(dalloc((n / 128) * (k / 128) * 4));
+  OK(dc::fp8_scales_to_f32(f.w, f.sf32, g_s));
   return f;
 }
-dc::Fp8Weight rows_of(const Fp8& f, int64_t r0, int64_t n) {  // a row block of an FP8 weight
-  dc::Fp8Weight w = f.w;
-  w.data = f.w.data + r0 * f.w.k;
-  w.scale = static_cast<const uint8_t*>(f.w.scale) + (r0 / 128) * (f.w.k / 128);
-  w.n = n;
-  return w;
+Fp8 rows_of(const Fp8& f, int64_t r0, int64_t n) {  // a row block of an FP8 weight
+  Fp8 v = f;
+  v.w.data = f.w.data + r0 * f.w.k;
+  v.w.scale = static_cast<const uint8_t*>(f.w.scale) + (r0 / 128) * (f.w.k / 128);
+  v.sf32 = f.sf32 + (r0 / 128) * (f.w.k / 128);
+  v.w.n = n;
+  return v;
+}
+
+// Dense FP8 linear: activation quantisation + GEMM, on stream s with lane's workspace. g_lt
+// (batch >= 32 only: cuBLASLt has no algorithm at M = 1) takes the cuBLASLt block-scaled path.
+bool g_lt = false;
+constexpr int kLanes = 9;  // main + 8 side streams
+cudaStream_t g_side[8];
+cudaEvent_t g_fork, g_join[8];
+void fork(int n) {
+  CK(cudaEventRecord(g_fork, g_s));
+  for (int i = 0; i < n; ++i) CK(cudaStreamWaitEvent(g_side[i], g_fork, 0));
+}
+void join(int n) {
+  for (int i = 0; i < n; ++i) {
+    CK(cudaEventRecord(g_join[i], g_side[i]));
+    CK(cudaStreamWaitEvent(g_s, g_join[i], 0));
+  }
 }
 
 struct Hc {
@@ -163,11 +184,13 @@ struct Acts {
   float *X0, *X, *pre, *post, *comb, *hcws, *xin, *xn, *qa, *qan, *qb, *kv, *kvn, *oa, *oa2, *f;
   float *h, *logits, *wts, *xp, *gp, *up, *ap, *yp, *y13, *sa, *sy;
   uint16_t *q16, *ao, *operm;
-  uint8_t *q8a, *q8b;
-  float *qsa, *qsb;
+  uint8_t *q8a, *q8b, *q8c;
+  float *qsa, *qsb, *qsc;
+  void* lws[kLanes];
+  void* sws[kLanes];
   int32_t *ex, *pos, *idx, *nw, *ni, *tpos;
   dc::Mxfp4Group *g13, *g2;
-  void *ws, *aws;
+  void* aws;
   float* freq;
   dc::DecodeAttnArgs attn;
 };
@@ -191,10 +214,12 @@ Acts make_acts(int B) {
   a.q16 = static_cast<uint16_t*>(dalloc(int64_t(B) * H * HD * 2));
   a.ao = static_cast<uint16_t*>(dalloc(int64_t(B) * H * HD * 2));
   a.operm = static_cast<uint16_t*>(dalloc(int64_t(B) * H * HD * 2));
-  a.q8a = static_cast<uint8_t*>(dalloc(int64_t(B) * D));
+  a.q8a = static_cast<uint8_t*>(dalloc(int64_t(B) * int64_t(OG) * OR));
   a.q8b = static_cast<uint8_t*>(dalloc(int64_t(B) * H * HD));
-  a.qsa = f(int64_t(B) * D / 128);
+  a.q8c = static_cast<uint8_t*>(dalloc(int64_t(B) * D));
+  a.qsa = f(int64_t(B) * H * HD / 128);
   a.qsb = f(int64_t(B) * H * HD / 128);
+  a.qsc = f(int64_t(B) * D / 128);
   a.ex = static_cast<int32_t*>(dalloc(R * 4));
   a.pos = static_cast<int32_t*>(dalloc(R * 4));
   a.g13 = static_cast<dc::Mxfp4Group*>(dalloc(2 * a.G * sizeof(dc::Mxfp4Group)));
@@ -212,7 +237,7 @@ Acts make_acts(int B) {
   size_t ws = 0;
   const int64_t shapes[][2] = {{QL, D}, {int64_t(H) * HD, QL}, {HD, D}, {OR, D}, {D, int64_t(OG) * OR}, {2 * I, D}, {D, I}};
   for (auto& s : shapes) ws = std::max(ws, dc::fp8_linear_workspace_bytes(B, s[0], s[1]));
-  a.ws = dalloc(ws);
+  for (int i = 0; i < kLanes; ++i) a.sws[i] = dalloc(ws), a.lws[i] = dalloc(dc::fp8_linear_lt_workspace_bytes());
   dc::DecodeAttnArgs& t = a.attn;
   t.q = a.q16, t.n_window = a.nw, t.index = a.idx, t.n_index = a.ni, t.index_stride = NCMP, t.pos = a.tpos;
   t.inv_freq = a.freq, t.out = a.ao, t.batch = B, t.max_rows = WIN + NCMP, t.split_rows = 256;
@@ -220,56 +245,72 @@ Acts make_acts(int B) {
   return a;
 }
 
+void dense(Acts& a, int lane, const void* x, bool bf16, int64_t M, int64_t K, uint8_t* q8, float* qs, const Fp8& W,
+           float* y, cudaStream_t s) {
+  if (g_lt && M >= 32) {
+    OK(dc::quantize_act_fp8_t(x, bf16, M, K, q8, qs, s));
+    dc::Fp8Weight wf = W.w;
+    wf.scale = W.sf32, wf.scale_is_f32 = true;
+    if (dc::fp8_linear_lt(q8, qs, M, wf, y, false, a.lws[lane], s)) return;
+    std::fprintf(stderr, "cuBLASLt path failed (%s): split-K kernel for this call\n", dc::last_error().c_str());
+    OK(dc::quantize_act_fp8(x, bf16, M, K, q8, qs, s));
+    OK(dc::fp8_linear(q8, qs, M, W.w, y, a.sws[lane], s));
+  } else {
+    OK(dc::quantize_act_fp8(x, bf16, M, K, q8, qs, s));
+    OK(dc::fp8_linear(q8, qs, M, W.w, y, a.sws[lane], s));
+  }
+}
+
 void attn_half(Acts& a, const Layer& L) {
   const int B = a.B;
   OK(dc::hc_pre(a.X, B, D, L.hc_attn.fn, L.hc_attn.base, L.hc_attn.scale, kEps, kEps, 20, a.pre, a.post, a.comb, a.xin,
                 a.hcws, g_s));
   OK(dc::rms_norm(a.xin, B, D, L.attn_norm, kEps, a.xn, g_s));
-  OK(dc::quantize_act_fp8(a.xn, false, B, D, a.q8a, a.qsa, g_s));
-  OK(dc::fp8_linear(a.q8a, a.qsa, B, L.wq_a.w, a.qa, a.ws, g_s));
+  fork(1);  // side: wkv, kv_norm, the new row into ring slot 7
+  dense(a, 1, a.xn, false, B, D, a.q8c, a.qsc, L.wkv, a.kv, g_side[0]);
+  OK(dc::rms_norm(a.kv, B, HD, L.kv_norm, kEps, a.kvn, g_side[0]));
+  OK(dc::cast_f32_to_bf16(a.kvn, B, HD, L.ring + 7 * HD, int64_t(WIN) * HD, g_side[0]));
+  dense(a, 0, a.xn, false, B, D, a.q8a, a.qsa, L.wq_a, a.qa, g_s);
   OK(dc::rms_norm(a.qa, B, QL, L.q_norm, kEps, a.qan, g_s));
-  OK(dc::quantize_act_fp8(a.qan, false, B, QL, a.q8b, a.qsb, g_s));
-  OK(dc::fp8_linear(a.q8b, a.qsb, B, L.wq_b.w, a.qb, a.ws, g_s));
+  dense(a, 0, a.qan, false, B, QL, a.q8a, a.qsa, L.wq_b, a.qb, g_s);
   OK(dc::rms_norm(a.qb, int64_t(B) * H, HD, nullptr, kEps, a.qb, g_s));  // per-head q norm (in place)
   OK(dc::cast_f32_to_bf16(a.qb, int64_t(B) * H, HD, a.q16, HD, g_s));
-  OK(dc::fp8_linear(a.q8a, a.qsa, B, L.wkv.w, a.kv, a.ws, g_s));
-  OK(dc::rms_norm(a.kv, B, HD, L.kv_norm, kEps, a.kvn, g_s));
-  OK(dc::cast_f32_to_bf16(a.kvn, B, HD, L.ring + 7 * HD, int64_t(WIN) * HD, g_s));  // the new row into ring slot 7
+  join(1);
   dc::DecodeAttnArgs t = a.attn;
   t.window = L.ring, t.entries = L.entries, t.sink = L.sink;
   OK(dc::decode_attention(t, a.aws, g_s));
-  // wo_a: 8 groups of 8 heads (4096 dims) -> 1024 each; rows regrouped [B, 8, 4096] -> [8, B, 4096]
+  // wo_a: 8 groups of 8 heads (4096 dims) -> 1024 each, one side stream per group; rows
+  // regrouped [B, 8, 4096] -> [8, B, 4096] first, and [8, B, 1024] -> [B, 8192] after
   OK(dc::swap01(a.ao, B, OG, int64_t(H) * HD / OG, 2, a.operm, g_s));
-  OK(dc::quantize_act_fp8(a.operm, true, int64_t(OG) * B, int64_t(H) * HD / OG, a.q8b, a.qsb, g_s));
   const int64_t gk = int64_t(H) * HD / OG;
+  fork(OG);
   for (int g = 0; g < OG; ++g)
-    OK(dc::fp8_linear(a.q8b + int64_t(g) * B * gk, a.qsb + int64_t(g) * B * (gk / 128), B, rows_of(L.wo_a, g * OR, OR),
-                      a.oa + int64_t(g) * B * OR, a.ws, g_s));
+    dense(a, 1 + g, a.operm + int64_t(g) * B * gk, true, B, gk, a.q8b + int64_t(g) * B * gk,
+          a.qsb + int64_t(g) * B * (gk / 128), rows_of(L.wo_a, g * OR, OR), a.oa + int64_t(g) * B * OR, g_side[g]);
+  join(OG);
   OK(dc::swap01(a.oa, OG, B, OR, 4, a.oa2, g_s));
-  OK(dc::quantize_act_fp8(a.oa2, false, B, int64_t(OG) * OR, a.q8b, a.qsb, g_s));
-  OK(dc::fp8_linear(a.q8b, a.qsb, B, L.wo_b.w, a.f, a.ws, g_s));
+  dense(a, 0, a.oa2, false, B, int64_t(OG) * OR, a.q8a, a.qsa, L.wo_b, a.f, g_s);
   OK(dc::hc_post(a.X, B, D, a.post, a.comb, a.f, g_s));
 }
 
 void moe_half(Acts& a, const Layer& L) {
   const int B = a.B;
   const int64_t R = int64_t(B) * TOPK;
-  const int mm = std::min(B, 64);
+  const int mm = std::min(B, dc::moe_group_rows());
   OK(dc::hc_pre(a.X, B, D, L.hc_ffn.fn, L.hc_ffn.base, L.hc_ffn.scale, kEps, kEps, 20, a.pre, a.post, a.comb, a.xin,
                 a.hcws, g_s));
   OK(dc::rms_norm(a.xin, B, D, L.ffn_norm, kEps, a.h, g_s));
+  fork(1);  // side: the shared expert (FP8; w1|w3 as one [4096, 4096] weight)
+  dense(a, 1, a.h, false, B, D, a.q8c, a.qsc, L.sw13, a.y13, g_side[0]);
+  OK(dc::swiglu(a.y13, a.y13 + I, 2 * I, B, I, kLimit, a.sa, g_side[0]));
+  dense(a, 1, a.sa, false, B, I, a.q8c, a.qsc, L.sw2, a.sy, g_side[0]);
   OK(dc::moe_route(a.h, B, D, L.gate, E, L.bias, TOPK, kScaling, a.logits, a.ex, a.wts, g_s));
   OK(dc::moe_build_groups(a.ex, B, TOPK, E, L.ptrs, a.xp, a.gp, a.up, a.ap, a.yp, D, I, a.G, a.pos, a.g13, a.g2, g_s));
   OK(dc::moe_permute(a.h, B, TOPK, D, a.pos, a.xp, g_s));
   OK(dc::mxfp4_linear_grouped(a.g13, 2 * a.G, mm, I, D, g_s));
   OK(dc::swiglu(a.gp, a.up, I, R, I, kLimit, a.ap, g_s));
   OK(dc::mxfp4_linear_grouped(a.g2, a.G, mm, D, I, g_s));
-  // shared expert (FP8): w1|w3 as one [4096, 4096] weight
-  OK(dc::quantize_act_fp8(a.h, false, B, D, a.q8a, a.qsa, g_s));
-  OK(dc::fp8_linear(a.q8a, a.qsa, B, L.sw13.w, a.y13, a.ws, g_s));
-  OK(dc::swiglu(a.y13, a.y13 + I, 2 * I, B, I, kLimit, a.sa, g_s));
-  OK(dc::quantize_act_fp8(a.sa, false, B, I, a.q8b, a.qsb, g_s));
-  OK(dc::fp8_linear(a.q8b, a.qsb, B, L.sw2.w, a.sy, a.ws, g_s));
+  join(1);
   OK(dc::moe_combine(a.yp, a.pos, a.wts, a.sy, B, TOPK, D, a.f, g_s));
   OK(dc::hc_post(a.X, B, D, a.post, a.comb, a.f, g_s));
 }
@@ -308,8 +349,8 @@ double time_graph(const std::function<void()>& body) {
 
 struct Row {
   int B;
-  double layer_ms, attn_ms, moe_ms, floor_ms, distinct, bytes;
-  bool finite;
+  double layer_ms, attn_ms, moe_ms, floor_ms, distinct, bytes, splitk_ms, lt_ms;
+  bool finite, lt;
 };
 
 }  // namespace
@@ -323,6 +364,11 @@ int main(int argc, char** argv) {
   const char* rev = argc > 2 ? argv[2] : "unknown";
   const int NL = std::getenv("LAYERS") ? std::atoi(std::getenv("LAYERS")) : 8;
   CK(cudaStreamCreateWithFlags(&g_s, cudaStreamNonBlocking));
+  for (int i = 0; i < 8; ++i) {
+    CK(cudaStreamCreateWithFlags(&g_side[i], cudaStreamNonBlocking));
+    CK(cudaEventCreateWithFlags(&g_join[i], cudaEventDisableTiming));
+  }
+  CK(cudaEventCreateWithFlags(&g_fork, cudaEventDisableTiming));
   {  // copy bandwidth (bytes read + written)
     const size_t n = size_t(2) << 30;
     void* x = dalloc(n);
@@ -385,9 +431,18 @@ int main(int argc, char** argv) {
     bool finite = true;
     double sum = 0;
     for (float v : hx) finite &= std::isfinite(v), sum += std::fabs(v);
-    const double full_ms = time_graph(full), attn_ms = time_graph(attn), moe_ms = time_graph(moe);
+    g_lt = false;
+    const double full_splitk = time_graph(full);
+    double full_lt = 0;
+    if (B >= 32) {
+      g_lt = true;
+      full_lt = time_graph(full);
+      g_lt = full_lt < full_splitk;
+    }
+    const double full_ms = g_lt ? full_lt : full_splitk, attn_ms = time_graph(attn), moe_ms = time_graph(moe);
     Row r;
     r.B = B;
+    r.splitk_ms = full_splitk / NL, r.lt_ms = full_lt / NL, r.lt = g_lt;
     r.layer_ms = full_ms / NL, r.attn_ms = attn_ms / NL, r.moe_ms = moe_ms / NL;
     r.distinct = distinct;
     const double state = double(B) * (WIN + NCMP) * HD * 2 + 4.0 * xbytes;  // KV rows + X read/write at 2 sites
@@ -395,6 +450,8 @@ int main(int argc, char** argv) {
     r.floor_ms = r.bytes / g_bw * 1e3;
     r.finite = finite;
     rows.push_back(r);
+    std::printf("B=%-4d dense path %s (split-K %.1f us, cuBLASLt %.1f us per layer)\n", B, r.lt ? "cuBLASLt" : "split-K",
+                r.splitk_ms * 1e3, r.lt_ms * 1e3);
     std::printf("B=%-4d layer %8.1f us (attn %7.1f + moe %7.1f)  floor %7.1f us  x%.2f  distinct experts %.1f  "
                 "43-layer extrapolation %6.2f ms = %8.0f tok/s  |X| mean %.3g%s\n",
                 B, r.layer_ms * 1e3, r.attn_ms * 1e3, r.moe_ms * 1e3, r.floor_ms * 1e3, r.layer_ms / r.floor_ms,
@@ -424,10 +481,12 @@ int main(int argc, char** argv) {
                    "  {\"model\": \"v4-flash-layer\", \"phase\": \"decode\", \"batch\": %d, \"attended_rows\": %d, "
                    "\"step_ms\": %.4f, \"attn_ms\": %.4f, \"moe_ms\": %.4f, \"floor_ms\": %.4f, \"floor_ratio\": %.3f, "
                    "\"bytes\": %.0f, \"distinct_experts\": %.1f, \"finite\": %s, "
+                   "\"dense_path\": \"%s\", \"step_ms_splitk\": %.4f, \"step_ms_cublaslt\": %.4f, "
                    "\"extrapolated_43_layers\": {\"note\": \"EXTRAPOLATION: 43 x this layer step, no embedding/head\", "
                    "\"step_ms\": %.3f, \"floor_ms\": %.3f, \"tokens_per_s\": %.1f}}%s\n",
                    r.B, WIN + NCMP, r.layer_ms, r.attn_ms, r.moe_ms, r.floor_ms, r.layer_ms / r.floor_ms, r.bytes,
-                   r.distinct, r.finite ? "true" : "false", 43 * r.layer_ms,
+                   r.distinct, r.finite ? "true" : "false", r.lt ? "cuBLASLt" : "split-K", r.splitk_ms, r.lt_ms,
+                   43 * r.layer_ms,
                    43 * r.floor_ms, r.B / (43 * r.layer_ms * 1e-3), i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, " ]}\n");

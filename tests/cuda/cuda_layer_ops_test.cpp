@@ -230,7 +230,8 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
                                      pos.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>()))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_permute(dh.as<float>(), T, K, d, pos.as<int32_t>(), xp.as<float>()));
-    const int mm = static_cast<int>(std::min<int64_t>(T, 64));
+    const int mm = static_cast<int>(std::min<int64_t>(T, dc::moe_group_rows()));
+    const int ms = static_cast<int>(std::min<int64_t>(T, 64));
     ASSERT_TRUE(dc::mxfp4_linear_grouped(g13.as<dc::Mxfp4Group>(), 2 * G, mm, I, d)) << dc::last_error();
     ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
     ASSERT_TRUE(dc::mxfp4_linear_grouped(g2.as<dc::Mxfp4Group>(), G, mm, d, I)) << dc::last_error();
@@ -239,9 +240,9 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
                                        {sp.w3, sp.s3, dh.as<float>(), su.as<float>(), static_cast<int32_t>(T), 0}};
     std::vector<dc::Mxfp4Group> s2 = {{sp.w2, sp.s2, sa.as<float>(), sy.as<float>(), static_cast<int32_t>(T), 0}};
     Dev ds13(s13.data(), 2 * sizeof(dc::Mxfp4Group)), ds2(s2.data(), sizeof(dc::Mxfp4Group));
-    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds13.as<dc::Mxfp4Group>(), 2, mm, I, d));
+    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds13.as<dc::Mxfp4Group>(), 2, ms, I, d));
     ASSERT_TRUE(dc::swiglu(sg.as<float>(), su.as<float>(), I, T, I, 10.f, sa.as<float>()));
-    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds2.as<dc::Mxfp4Group>(), 1, mm, d, I));
+    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds2.as<dc::Mxfp4Group>(), 1, ms, d, I));
     ASSERT_TRUE(dc::moe_combine(yp.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
                                 out.as<float>()));
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();

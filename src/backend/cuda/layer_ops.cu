@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
 }
 
 // ---- expert grouping (one block of 256 threads) ----
-constexpr int kMaxSlots = 8192, kGroupRows = 64;
+constexpr int kMaxSlots = 8192, kGroupRows = 16;  // one m16 tile per group: the fast MT = 1 path
 __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
                                                          const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
                                                          float* g_perm, float* u_perm, const float* a_perm,
@@ -466,6 +466,8 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
                                                                experts, weights);
   return check_launch("router_topk_kernel");
 }
+
+int moe_group_rows() { return kGroupRows; }
 
 int moe_max_groups(int64_t T, int k, int64_t n_experts) {
   const int64_t tk = T * k;

@@ -42,7 +42,12 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 struct ExpertPtrs {
   const uint8_t *w1, *s1, *w3, *s3, *w2, *s2;
 };
-/// Upper bound of the (expert, chunk of <= 64 rows) groups for T tokens of top-k.
+/// Rows per expert group (an expert with more rows gets several groups): 16, so that
+/// mxfp4_linear_grouped always runs with max_m = min(T, 16), its one-m-tile path (the first
+/// layer-bench run on the H200, with 64-row groups, got 0.27-0.39 TB/s on the experts at batch
+/// 32-64, i.e. max_m 32-64, against ~1 TB/s at max_m <= 16; most groups hold 1-4 rows).
+int moe_group_rows();
+/// Upper bound of the (expert, chunk of <= moe_group_rows() rows) groups for T tokens of top-k.
 int moe_max_groups(int64_t T, int k, int64_t n_experts);
 /// From experts [T, k] (device), on the device: slot_pos[T*k] (row of each (token, slot) in the
 /// expert-sorted order: experts ascending, (token, slot) ascending within one), and the group
