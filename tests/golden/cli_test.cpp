@@ -129,5 +129,47 @@ TEST_P(CliFixture, InspectReportsInventoryAndState) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CliFixture, ::testing::Values("tiny-v4-a", "tiny-v4-b"));
 
+// `score --reference-rounding` on V4.1 gives the NumPy reference's kv_quant log-probabilities
+// (log-softmax of tiny-v41-b's logits_kv_quant); without the flag, the exact ones.
+TEST(Cli, ScoreWithReferenceRoundingMatchesKvQuantReference) {
+  const std::string dir = std::string(DI_TEST_DATA_DIR) + "/tiny-v41-b";
+  Shape shape;
+  const auto ids = ref_tensor<int32_t>(dir, "input_ids", &shape);
+  const auto q = ref_tensor<float>(dir, "logits_kv_quant");
+  const auto exact = ref_tensor<float>(dir, "logprobs");
+  const int64_t T = shape[1], V = 1024;
+  const std::string tmp = testing::temp_dir("cli-score-rr");
+  std::ofstream(tmp + "/in.jsonl") << nlohmann::json{{"id", 0}, {"tokens", std::vector<int32_t>(ids.begin(), ids.begin() + T)}}.dump()
+                                   << "\n";
+  for (const bool rr : {true, false}) {
+    std::string log;
+    ASSERT_EQ(run(std::string(DI_CLI_PATH) + " score " + dir + " --input " + tmp + "/in.jsonl --output " + tmp +
+                      "/out.jsonl" + (rr ? " --reference-rounding" : ""),
+                  &log),
+              0)
+        << log;
+    std::ifstream out(tmp + "/out.jsonl");
+    std::string line;
+    ASSERT_TRUE(std::getline(out, line));
+    const auto j = nlohmann::json::parse(line);
+    float worst = 0;
+    for (int64_t t = 1; t < T; ++t) {
+      double want;
+      if (rr) {
+        const float* l = q.data() + (t - 1) * V;
+        const float mx = *std::max_element(l, l + V);
+        double sum = 0;
+        for (int64_t v = 0; v < V; ++v) sum += std::exp(static_cast<double>(l[v] - mx));
+        want = l[ids[t]] - mx - std::log(sum);
+      } else {
+        want = exact[(t - 1) * V + ids[t]];
+      }
+      worst = std::max(worst, static_cast<float>(std::fabs(j["token_logprobs"][t].get<double>() - want)));
+    }
+    EXPECT_LE(worst, 1e-3) << (rr ? "with" : "without") << " --reference-rounding";
+  }
+  std::filesystem::remove_all(tmp);
+}
+
 }  // namespace
 }  // namespace deepinfer
