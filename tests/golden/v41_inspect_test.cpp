@@ -7,6 +7,19 @@
 //   state f32   per KV source (512 + 128) * 4 / ratio: 3 * 1280 + 2560 = 6400 B per token;
 //               40 rings * 128 * 512 * 4 + 3 ratio-2 open groups * 2*2*512*4 + 3 history ids * 4
 //               = 10,510,348 B per sequence.
+//   memory      stored formats (README item 10): FP8 32x32 = out*in + ceil(out/32)*ceil(in/32) B,
+//               MXFP4 = out*in*(1/2 + 1/32) B, Engram rows FP8 + 1 B per 32, BF16 2 B, F32 4 B.
+//     routed    40 layers * 384 experts * 3 * 2304*5120 * 17/32 = 288,777,830,400 B (split by id)
+//     FP8       per layer wq_a 6,560,000 + wq_b 41,984,000 + wkv 2,624,000 + wo_a 33,587,200
+//               + wo_b 41,984,000 + shared 3 * 11,808,000 = 162,163,200; * 40 = 6,486,528,000
+//               + 8 indexer wq_b * 5,248,000 + 2 engram wkv * 157,440,000 = 6,843,392,000
+//     BF16      2 * (2*129280*5120 + 5120 + 40*(2*5120 + 1280 + 512 + 384*5120)
+//               + 4*(512*5120 + 512 + 128*512 + 128) + 3 wgate*512*5120 + 8*32*5120 + 2*2*4*5120)
+//               = 2,845,928,448
+//     F32       4 * 40 * (2*(24*20480 + 24 + 3) + 64 + 384) = 157,366,720
+//     replicated 9,846,687,168; per GPU = replicated + routed / G:
+//               G=1 298,624,517,568  G=2 154,235,602,368  G=4 82,041,144,768  G=8 45,943,915,968
+//     Engram tables (host) 768,022,850 rows * (256 + 8) = 202,758,032,400 B
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -104,6 +117,22 @@ TEST(V41Inspect, PublishedConfigAndIndexGiveTheArchitecturesCounts) {
   EXPECT_EQ(j["state"]["bytes_per_sequence"].get<uint64_t>(), 10510348ull);
   EXPECT_EQ(j["tensors"]["dspark"].get<int64_t>(), 9);
   EXPECT_EQ(j["tensors"]["weights_present"].get<bool>(), false);
+  const nlohmann::json& mem = j["memory"]["per_gpu_count"];
+  ASSERT_EQ(mem.size(), 4u) << out;
+  const int64_t gpus[] = {1, 2, 4, 8};
+  const uint64_t per_gpu[] = {298624517568ull, 154235602368ull, 82041144768ull, 45943915968ull};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(mem[i]["gpus"].get<int64_t>(), gpus[i]);
+    EXPECT_EQ(mem[i]["experts_per_gpu"].get<int64_t>(), 384 / gpus[i]);
+    EXPECT_EQ(mem[i]["routed_expert_bytes_per_gpu"].get<uint64_t>(), 288777830400ull / gpus[i]);
+    EXPECT_EQ(mem[i]["replicated_bytes_per_gpu"].get<uint64_t>(), 9846687168ull);
+    EXPECT_EQ(mem[i]["weight_bytes_per_gpu"].get<uint64_t>(), per_gpu[i]);
+    EXPECT_EQ(mem[i]["engram_table_host_bytes"].get<uint64_t>(), 202758032400ull);
+    EXPECT_EQ(mem[i]["state_bytes_per_token"].get<double>(), 6400.0);
+    EXPECT_EQ(mem[i]["state_bytes_per_sequence"].get<uint64_t>(), 10510348ull);
+  }
+  const std::string text = run(std::string(DI_CLI_PATH) + " inspect " + dir.string() + " 2>&1");
+  EXPECT_NE(text.find("8 GPUs     45.944 GB weights per GPU"), std::string::npos) << text;
 
   // A missing tensor is an error naming the index and the tensor.
   nlohmann::json idx = synthetic_index();

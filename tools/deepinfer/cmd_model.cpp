@@ -229,6 +229,17 @@ int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) 
                      {"engram_other", r.engram_other_params}, {"total_without_dspark", total}};
   j["state"] = {{"bytes_per_token", ss.bytes_per_token}, {"bytes_per_sequence", ss.bytes_per_sequence},
                 {"dtype", "f32"}};
+  const std::vector<v41::MemoryPlan> plans = v41::memory_plans(c);
+  nlohmann::json mem = nlohmann::json::array();
+  for (const auto& p : plans)
+    mem.push_back({{"gpus", p.gpus}, {"experts_per_gpu", p.experts_per_gpu},
+                   {"routed_expert_bytes_per_gpu", p.routed_expert_bytes}, {"replicated_bytes_per_gpu", p.replicated_bytes},
+                   {"weight_bytes_per_gpu", p.weight_bytes_per_gpu}, {"engram_table_host_bytes", p.engram_table_host_bytes},
+                   {"state_bytes_per_token", p.state_bytes_per_token},
+                   {"state_bytes_per_sequence", p.state_bytes_per_sequence}});
+  j["memory"] = {{"layout", "expert parallel: routed experts split by id, the rest replicated; Engram tables in host "
+                            "memory (mmapped); state f32 on the GPU running the sequence; stored formats as released"},
+                 {"per_gpu_count", mem}};
   if (as_json) {
     std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -242,6 +253,13 @@ int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) 
               r.backbone_params / 1e9, r.engram_table_params / 1e9, r.engram_other_params / 1e9, total / 1e9);
   std::printf("state (f32)  %.1f bytes per token, %zu bytes per sequence (rings + open groups)\n", ss.bytes_per_token,
               ss.bytes_per_sequence);
+  std::printf("memory       expert parallel (routed experts split, rest replicated); Engram tables %.3f GB in host memory\n",
+              plans.empty() ? 0.0 : plans[0].engram_table_host_bytes / 1e9);
+  for (const auto& p : plans)
+    std::printf("  %lld GPU%s     %.3f GB weights per GPU (%lld experts/layer %.3f GB + replicated %.3f GB), "
+                "+ %.1f B state per token\n",
+                (long long)p.gpus, p.gpus == 1 ? " " : "s", p.weight_bytes_per_gpu / 1e9, (long long)p.experts_per_gpu,
+                p.routed_expert_bytes / 1e9, p.replicated_bytes / 1e9, p.state_bytes_per_token);
   return 0;
 }
 

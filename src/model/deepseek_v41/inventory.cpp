@@ -96,4 +96,64 @@ IndexCheck check_index_names(const V41Config& c, const std::vector<std::string>&
   return r;
 }
 
+namespace {
+bool ends_with(const std::string& s, std::string_view suf) {
+  return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
+}
+bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+bool is_routed_expert(const std::string& n) { return contains(n, ".ffn.experts."); }
+}  // namespace
+
+StoredFormat stored_format(const ExpectedTensor& e) {
+  const std::string& n = e.name;
+  if (e.group == TensorGroup::kEngramTable) return StoredFormat::kFp8Rows32;
+  if (is_routed_expert(n)) return StoredFormat::kMxfp4;
+  if (contains(n, ".hc_") || ends_with(n, "attn_sink") || ends_with(n, "gate.bias")) return StoredFormat::kF32;
+  for (const char* f8 : {"attn.wq_a.weight", "attn.wq_b.weight", "attn.wkv.weight", "attn.wo_a.weight",
+                         "attn.wo_b.weight", "shared_experts.w1.weight", "shared_experts.w2.weight",
+                         "shared_experts.w3.weight", "indexer.wq_b.weight", "engram.wkv.weight"})
+    if (ends_with(n, f8)) return StoredFormat::kFp8Block32;
+  return StoredFormat::kBf16;
+}
+
+uint64_t stored_bytes(const ExpectedTensor& e) {
+  const uint64_t numel = static_cast<uint64_t>(shape_numel(e.shape));
+  const uint64_t rows = e.shape.size() == 2 ? static_cast<uint64_t>(e.shape[0]) : 1;
+  const uint64_t cols = e.shape.empty() ? 1 : static_cast<uint64_t>(e.shape.back());
+  switch (stored_format(e)) {
+    case StoredFormat::kFp8Block32: return numel + ((rows + 31) / 32) * ((cols + 31) / 32);
+    case StoredFormat::kMxfp4: return numel / 2 + rows * ((cols + 31) / 32);
+    case StoredFormat::kFp8Rows32: return numel + rows * ((cols + 31) / 32);
+    case StoredFormat::kBf16: return 2 * numel;
+    case StoredFormat::kF32: return 4 * numel;
+  }
+  return 0;
+}
+
+std::vector<MemoryPlan> memory_plans(const V41Config& c, const std::vector<int64_t>& gpu_counts) {
+  uint64_t routed = 0, replicated = 0, tables = 0;
+  for (const ExpectedTensor& e : expected_tensors(c)) {
+    const uint64_t b = stored_bytes(e);
+    if (e.group == TensorGroup::kEngramTable) tables += b;
+    else if (is_routed_expert(e.name)) routed += b;
+    else replicated += b;
+  }
+  const v4::StateSizes ss = state_sizes(c);
+  const uint64_t E = static_cast<uint64_t>(c.n_routed_experts);
+  std::vector<MemoryPlan> out;
+  for (int64_t g : gpu_counts) {
+    MemoryPlan p;
+    p.gpus = g;
+    p.experts_per_gpu = static_cast<int64_t>((E + g - 1) / g);
+    p.routed_expert_bytes = E ? routed / E * static_cast<uint64_t>(p.experts_per_gpu) : 0;
+    p.replicated_bytes = replicated;
+    p.weight_bytes_per_gpu = p.routed_expert_bytes + replicated;
+    p.engram_table_host_bytes = tables;
+    p.state_bytes_per_token = ss.bytes_per_token;
+    p.state_bytes_per_sequence = ss.bytes_per_sequence;
+    out.push_back(p);
+  }
+  return out;
+}
+
 }  // namespace deepinfer::v41

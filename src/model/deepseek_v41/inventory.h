@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/deepseek_v41/config.h"
+#include "model/deepseek_v41/state.h"
 #include "tensor/tensor.h"
 
 namespace deepinfer::v41 {
@@ -32,5 +33,34 @@ struct IndexCheck {
 /// counted, not checked; names of the vision tower (containing "vision", "visual", "aligner" or
 /// "image") are counted as not checked; everything else must be expected.
 IndexCheck check_index_names(const V41Config& c, const std::vector<std::string>& names);
+
+/// How the release stores a tensor (tools/reference/README.md, open point 10; V4-MODEL.md 7):
+/// FP8 e4m3 with an E8M0 scale per 32x32 block (attention and shared-expert linears, indexer
+/// wq_b, Engram wkv; wo_a is taken to be FP8 as in V4, an open point), MXFP4 (routed experts: two
+/// values per byte plus an E8M0 scale per 32 along K), FP8 rows with a scale per 32 columns
+/// (Engram tables), BF16 (embed, head, norms, router, compressor, indexer wk / weights_proj,
+/// Engram q/k weights) or F32 (mHC, sinks, router bias).
+enum class StoredFormat : uint8_t { kFp8Block32, kMxfp4, kFp8Rows32, kBf16, kF32 };
+StoredFormat stored_format(const ExpectedTensor& e);
+/// Bytes of the tensor and its scales in that format.
+uint64_t stored_bytes(const ExpectedTensor& e);
+
+/// Memory of the text model on `gpus` GPUs under expert parallelism: the routed experts are split
+/// by id (the busiest GPU holds ceil(E / gpus) of each layer's), everything else of the backbone
+/// and the Engram projections is replicated on every GPU. The Engram tables stay in host memory
+/// (memory-mapped from the checkpoint; a step reads only its rows), once per host. The state is the
+/// engine's f32 layout (state_sizes), held by the GPU that runs the sequence's attention (data
+/// parallel attention); DSpark stages and the vision tower are not counted.
+struct MemoryPlan {
+  int64_t gpus = 1;
+  int64_t experts_per_gpu = 0;           // per layer, on the busiest GPU
+  uint64_t routed_expert_bytes = 0;      // per GPU
+  uint64_t replicated_bytes = 0;         // per GPU
+  uint64_t weight_bytes_per_gpu = 0;     // routed + replicated
+  uint64_t engram_table_host_bytes = 0;  // per host
+  double state_bytes_per_token = 0;      // per token of a sequence on that GPU
+  size_t state_bytes_per_sequence = 0;
+};
+std::vector<MemoryPlan> memory_plans(const V41Config& c, const std::vector<int64_t>& gpu_counts = {1, 2, 4, 8});
 
 }  // namespace deepinfer::v41
