@@ -364,6 +364,9 @@ bool Engine::step() {
     if (finish_reason) finish(s, finish_reason->reason, finish_reason->stop_string);
   }
   std::erase_if(running_, [](const auto& s) { return s->finished; });
+  // Growth that no longer fits is evicted now rather than at the next step, so the published
+  // state_bytes_used (the reservations) never exceeds the capacity between steps.
+  preempt_to_fit();
   return true;
 }
 

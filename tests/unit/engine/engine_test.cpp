@@ -3,6 +3,8 @@
 // preemption (recompute) change nothing, cancellation frees state, bad requests are refused.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "engine/engine.h"
@@ -144,6 +146,35 @@ TEST(Engine, PreemptionByRecomputeChangesNothing) {
   }
   for (int i = 0; i < 3; ++i) EXPECT_EQ(collect(*a[i], 1).tokens[0], collect(*b[i], 1).tokens[0]) << i;
   EXPECT_GT(e->stats().preemptions, 0);
+}
+
+// The published state memory (reservations of running sequences: their state once the next token
+// is computed, plus prefix-cache snapshots) never exceeds the capacity, even while sequences grow
+// past what fits and get preempted.
+TEST(Engine, StateMemoryNeverExceedsCapacityBetweenSteps) {
+  EngineOptions small;
+  small.prefix_cache_bytes = 0;
+  small.state_capacity_bytes = 100000;  // as in PreemptionByRecomputeChangesNothing
+  auto e = engine(small);
+  std::vector<std::shared_ptr<RequestStream>> s;
+  for (int i = 0; i < 3; ++i) s.push_back(*e->submit(make_req("m" + std::to_string(i), prompt_of(20 + i, 40), 60)));
+  std::atomic<bool> stop{false};
+  int64_t worst = 0, cap = 0, polls = 0;
+  std::thread watch([&] {
+    while (!stop.load()) {
+      EngineStats st = e->stats();
+      worst = std::max(worst, st.state_bytes_used);
+      cap = st.state_bytes_capacity;
+      ++polls;
+    }
+  });
+  for (auto& x : s) EXPECT_EQ(collect(*x, 1).finish[0], "length");
+  stop = true;
+  watch.join();
+  EXPECT_GT(e->stats().preemptions, 0);
+  EXPECT_GT(polls, 0);
+  EXPECT_EQ(cap, small.state_capacity_bytes);
+  EXPECT_LE(worst, cap);
 }
 
 TEST(Engine, CancelFreesState) {
