@@ -99,7 +99,8 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, std::v
     s.last_token.assign(static_cast<size_t>(r.sampling.n), Clock::time_point{});
     auto stream = ctx.engine.submit(std::move(r));
     if (!stream.is_ok()) {
-      g->cancel();  // the ones already submitted
+      g->failed_ = true;  // not a cancellation by the client
+      g->cancel();        // the ones already submitted
       return stream.status();
     }
     s.stream = std::move(stream).value();
@@ -112,6 +113,8 @@ Result<std::unique_ptr<Generation>> Generation::start(ServerContext& ctx, std::v
 
 Generation::~Generation() {
   cancel();
+  if (client_cancel_) ctx_.metrics.count_cancelled("client_disconnect");
+  else if (server_cancel_) ctx_.metrics.count_cancelled("shutdown");
   if (!subs_.empty()) ctx_.active_generations.fetch_sub(1);
 }
 
@@ -123,7 +126,10 @@ void Generation::end_sub(Sub& s, bool cancel) {
 }
 
 void Generation::cancel() {
-  for (Sub& s : subs_) end_sub(s, /*cancel=*/true);
+  for (Sub& s : subs_) {
+    if (!s.done && !failed_) client_cancel_ = true;
+    end_sub(s, /*cancel=*/true);
+  }
 }
 
 bool Generation::done() const {
@@ -156,11 +162,13 @@ std::optional<ChoiceEvent> Generation::poll(size_t i, std::chrono::milliseconds 
       continue;
     }
     if (ev->kind == StreamEvent::Kind::kError) {
+      failed_ = true;
       end_sub(s, /*cancel=*/true);
       return ChoiceEvent{static_cast<int>(i) * n_ + k, std::move(*ev)};
     }
     if (s.server_done[static_cast<size_t>(k)]) continue;
     if (ev->kind == StreamEvent::Kind::kFinished) {
+      if (ev->finish_reason == "cancelled") server_cancel_ = true;
       s.server_done[static_cast<size_t>(k)] = true;
       if (--s.open_samples <= 0) end_sub(s, /*cancel=*/false);
     } else if (!ev->tokens.empty()) {

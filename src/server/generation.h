@@ -90,6 +90,8 @@ class Generation {
   /// The server decided `choice` is complete (a stop string): its later events are dropped, and
   /// the engine request is cancelled once all of its samples are complete.
   void finish_choice(int choice);
+  /// Cancels what is still open: the client went away (counted in
+  /// deepinfer_requests_cancelled_total{reason="client_disconnect"} unless the run had failed).
   void cancel();
   int num_choices() const { return static_cast<int>(subs_.size()) * n_; }
   int n() const { return n_; }
@@ -118,6 +120,9 @@ class Generation {
   size_t rr_ = 0;
   bool first_token_seen_ = false;
   bool recorded_ = false;
+  bool failed_ = false;         // an engine error, or a submit refused in start()
+  bool client_cancel_ = false;  // cancel() found open work
+  bool server_cancel_ = false;  // the engine ended a sample "cancelled" without our asking (shutdown)
 };
 
 }  // namespace deepinfer::server

@@ -47,6 +47,11 @@ class ServerMetrics {
     prompt_tokens_ += prompt;
     generated_tokens_ += generated;
   }
+  /// An HTTP request whose engine work was cancelled before it finished: `reason` is
+  /// "client_disconnect" (the client went away: hung up mid-stream or while waiting for a
+  /// non-streaming answer) or "shutdown" (the grace period ran out).
+  void count_cancelled(std::string_view reason);
+  int64_t cancelled(std::string_view reason) const;
   std::atomic<int64_t>& in_flight() { return in_flight_; }
   int64_t requests(std::string_view endpoint, int http_status) const;
   uint64_t ttft_count() const { return ttft_.count(); }
@@ -57,6 +62,7 @@ class ServerMetrics {
  private:
   mutable std::mutex mu_;
   std::map<std::pair<std::string, int>, int64_t> requests_;
+  std::map<std::string, int64_t, std::less<>> cancelled_;
   Histogram ttft_, itl_, e2e_;
   std::atomic<int64_t> prompt_tokens_{0}, generated_tokens_{0}, in_flight_{0};
 };

@@ -135,5 +135,27 @@ TEST(MetricsTest, RenderHasEngineAndServerSeries) {
   EXPECT_NE(out.find("deepinfer_e2e_request_latency_seconds_sum"), std::string::npos);
 }
 
+TEST(MetricsTest, CancellationsByReasonAndHelpTexts) {
+  ServerMetrics m;
+  std::string out = m.render(EngineStats{}, "tiny");
+  // Both series exist from the start, at 0.
+  EXPECT_NE(out.find("# TYPE deepinfer_requests_cancelled_total counter"), std::string::npos);
+  EXPECT_NE(out.find("deepinfer_requests_cancelled_total{model_name=\"tiny\",reason=\"client_disconnect\"} 0\n"), std::string::npos);
+  EXPECT_NE(out.find("deepinfer_requests_cancelled_total{model_name=\"tiny\",reason=\"shutdown\"} 0\n"), std::string::npos);
+  m.count_cancelled("client_disconnect");
+  m.count_cancelled("client_disconnect");
+  m.count_cancelled("shutdown");
+  EXPECT_EQ(m.cancelled("client_disconnect"), 2);
+  out = m.render(EngineStats{}, "tiny");
+  EXPECT_NE(out.find("deepinfer_requests_cancelled_total{model_name=\"tiny\",reason=\"client_disconnect\"} 2\n"), std::string::npos);
+  EXPECT_NE(out.find("deepinfer_requests_cancelled_total{model_name=\"tiny\",reason=\"shutdown\"} 1\n"), std::string::npos);
+  // queries_total counts lookups, not tokens.
+  EXPECT_NE(out.find("# HELP deepinfer_prefix_cache_queries_total Prefix-cache lookups"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Prompt tokens looked up"), std::string::npos);
+  // used_bytes says what it counts (reservations) and its bound.
+  EXPECT_NE(out.find("# HELP deepinfer_state_memory_used_bytes Model state reserved"), std::string::npos);
+  EXPECT_NE(out.find("Never above capacity_bytes."), std::string::npos);
+}
+
 }  // namespace
 }  // namespace deepinfer::server
