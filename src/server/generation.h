@@ -40,6 +40,9 @@ struct ServerConfig {
   bool default_thinking = false;        // thinking mode when a request does not say
   bool emit_reasoning_alias = false;    // also emit `reasoning` next to `reasoning_content`
   std::chrono::milliseconds heartbeat{1000};  // SSE comment when a stream is idle this long
+  /// A non-streaming request still running after this long is answered chunked, with a
+  /// leading-whitespace byte this often, so a client that went away is seen and cancelled.
+  std::chrono::milliseconds disconnect_probe{500};
   Status validate() const;
 };
 

@@ -74,6 +74,25 @@ struct HttpServer::Impl {
             return true;
           },
           [fn](bool) { *fn = nullptr; });
+    } else if (r.await_body) {
+      auto fn = std::make_shared<std::function<std::string(const std::function<bool()>&)>>(r.await_body);
+      res.set_chunked_content_provider(
+          r.content_type,
+          [fn](size_t, httplib::DataSink& sink) {
+            bool ok = true;
+            const std::function<bool()> alive = [&] {
+              if (ok && sink.is_writable && !sink.is_writable()) ok = false;
+              if (ok) ok = sink.write(" ", 1);
+              return ok;
+            };
+            std::string body = (*fn)(alive);
+            *fn = nullptr;  // release engine resources promptly (a dropped client: cancels)
+            if (!ok) return false;
+            if (!body.empty() && !sink.write(body.data(), body.size())) return false;
+            sink.done();
+            return true;
+          },
+          [fn](bool) { *fn = nullptr; });
     } else {
       res.set_content(r.body, r.content_type.c_str());
     }

@@ -1,7 +1,8 @@
 // HttpServer: the transport (cpp-httplib behind a pimpl, so no other file includes httplib.h).
 // Handlers receive an HttpRequest and return an HttpResponse: either a whole body or a
 // streaming producer that writes chunks (SSE) through a ChunkSink on the connection's worker
-// thread. Connections are served by a fixed thread pool (`threads`); a streaming response holds
+// thread, or a JSON body awaited on that thread while the client is probed (await_body: how a
+// non-streaming client that hangs up is seen). Connections are served by a fixed thread pool (`threads`); a streaming response holds
 // its worker until it ends. Errors the transport itself detects (no route, 413 body too large,
 // unparsable request line) get their body from the ErrorBodyFn, so they look like API errors.
 // Thread-safe after start(); routes must be registered before.
@@ -42,6 +43,16 @@ struct HttpResponse {
   /// function object is destroyed when the connection is done with it, whether or not it ran
   /// (a client that went away before the first chunk): owners cancel work in destructors.
   std::function<void(ChunkSink&)> stream;
+  /// When set (and `stream` is not), a whole JSON body that takes a while to compute: the status
+  /// and headers go out at once (Transfer-Encoding: chunked, no Content-Length) and this is called
+  /// on the connection's worker thread. While it waits it calls `client_alive()` now and then
+  /// (every ~0.5 s): each call writes one space, which is JSON-legal leading whitespace, and
+  /// returns false once a write failed (the client went away; a dropped peer fails the second
+  /// write at the latest); the producer should then return at once ("" is fine). Its result is
+  /// written as the body. httplib 0.11 gives a handler no other way to see a closed connection.
+  /// The status cannot change after the first byte: a late error goes out as an error body under
+  /// `status`. Destroyed like `stream`, whether or not it ran.
+  std::function<std::string(const std::function<bool()>& client_alive)> await_body;
   std::vector<std::pair<std::string, std::string>> headers;
 };
 

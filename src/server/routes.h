@@ -1,7 +1,10 @@
 // Route handlers and the helpers they share. Each handler parses and fully validates its
-// request, then either answers at once or returns a streaming producer (SSE).
+// request, then either answers at once, returns a streaming producer (SSE), or (non-streaming
+// requests that outlast cfg.disconnect_probe) an awaited body that probes the client.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <string>
 
 #include "server/api_error.h"
@@ -33,6 +36,14 @@ Json token_bytes_json(const ServerContext& ctx, int32_t id);
 int64_t unix_time();
 /// Maps the engine's finish reason ("stop", "length", "cancelled") to the API's.
 std::string api_finish_reason(const std::string& engine_reason);
+
+/// A non-streaming answer. `pump(wait)` consumes at most one event, waiting up to `wait`, and
+/// returns true once the run is over (done or failed); `build()` then makes the response. Runs in
+/// the handler for up to cfg.disconnect_probe (the usual case: a plain response with the right
+/// status); then goes on in an HttpResponse::await_body that probes the client every
+/// disconnect_probe and drops the run (its Generation cancels) when the client has gone.
+HttpResponse await_response(ServerContext& ctx, std::function<bool(std::chrono::milliseconds)> pump,
+                            std::function<HttpResponse()> build);
 
 HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& req);
 HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& req);

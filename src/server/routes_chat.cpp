@@ -349,23 +349,28 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
     r.stream = [run](ChunkSink& sink) { run_stream(run, sink); };
     return r;
   }
-  Status error;
-  while (!run->gen->done()) {
-    auto ce = run->gen->next(std::chrono::milliseconds(1000));
-    if (!ce) continue;
+  auto error = std::make_shared<Status>();
+  auto pump = [run, error](std::chrono::milliseconds wait) {
+    if (run->gen->done()) return true;
+    auto ce = run->gen->next(wait);
+    if (!ce) return run->gen->done();
     ChoiceDelta d;
     const int c = ce->choice;
-    if (!run->apply(*ce, d, error)) break;
+    if (!run->apply(*ce, d, *error)) return true;
     if (run->logprobs) {
       for (auto& e : run->logprobs_json(d.tokens)) run->logprob_content[c].push_back(std::move(e));
     }
-  }
-  if (!error.is_ok()) return status_response(error);
-  run->finish_open_choices(nullptr);
-  int64_t completion = 0;
-  for (const auto& o : run->outs) completion += o.num_tokens();
-  run->gen->record_end(completion);
-  return json_response(run->response());
+    return run->gen->done();
+  };
+  auto build = [run, error]() -> HttpResponse {
+    if (!error->is_ok()) return status_response(*error);
+    run->finish_open_choices(nullptr);
+    int64_t completion = 0;
+    for (const auto& o : run->outs) completion += o.num_tokens();
+    run->gen->record_end(completion);
+    return json_response(run->response());
+  };
+  return await_response(ctx, std::move(pump), std::move(build));
 }
 
 }  // namespace deepinfer::server

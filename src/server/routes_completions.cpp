@@ -260,29 +260,34 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
     r.stream = [run](ChunkSink& sink) { run_stream(run, sink); };
     return r;
   }
-  Status error;
-  while (!run->gen->done()) {
-    auto ce = run->gen->next(std::chrono::milliseconds(1000));
-    if (!ce) continue;
+  auto error = std::make_shared<Status>();
+  auto pump = [run, error](std::chrono::milliseconds wait) {
+    if (run->gen->done()) return true;
+    auto ce = run->gen->next(wait);
+    if (!ce) return run->gen->done();
     ChoiceDelta d;
     const int c = ce->choice;
-    if (!run->apply(*ce, d, error)) break;
+    if (!run->apply(*ce, d, *error)) return true;
     run->text[c] += d.text;
     if (run->logprobs) run->add_logprobs(c, d.tokens, run->lp[c]);
-  }
-  if (!error.is_ok()) return status_response(error);
-  run->finish_open_choices(nullptr);
-  int64_t completion = 0;
-  for (const auto& o : run->outs) completion += o.num_tokens();
-  run->gen->record_end(completion);
-  Json choices = Json::array();
-  for (int c = 0; c < nc; ++c) {
-    choices.push_back(run->choice(c, run->echo[c / n] + run->text[c], run->logprobs ? run->lp[c] : Json(),
-                                  run->token_ids ? &run->outs[c].token_ids() : nullptr, true));
-  }
-  Json resp = run->envelope(std::move(choices));
-  resp["usage"] = run->usage();
-  return json_response(resp);
+    return run->gen->done();
+  };
+  auto build = [run, error, n, nc]() -> HttpResponse {
+    if (!error->is_ok()) return status_response(*error);
+    run->finish_open_choices(nullptr);
+    int64_t completion = 0;
+    for (const auto& o : run->outs) completion += o.num_tokens();
+    run->gen->record_end(completion);
+    Json choices = Json::array();
+    for (int c = 0; c < nc; ++c) {
+      choices.push_back(run->choice(c, run->echo[c / n] + run->text[c], run->logprobs ? run->lp[c] : Json(),
+                                    run->token_ids ? &run->outs[c].token_ids() : nullptr, true));
+    }
+    Json resp = run->envelope(std::move(choices));
+    resp["usage"] = run->usage();
+    return json_response(resp);
+  };
+  return await_response(ctx, std::move(pump), std::move(build));
 }
 
 }  // namespace deepinfer::server

@@ -103,4 +103,32 @@ HttpResponse handle_metrics(ServerContext& ctx, const HttpRequest&) {
   return r;
 }
 
+HttpResponse await_response(ServerContext& ctx, std::function<bool(std::chrono::milliseconds)> pump,
+                            std::function<HttpResponse()> build) {
+  using std::chrono::milliseconds;
+  const milliseconds probe = std::max(ctx.cfg.disconnect_probe, milliseconds(1));
+  const auto deadline = Clock::now() + probe;
+  for (;;) {
+    const auto now = Clock::now();
+    if (now >= deadline) break;
+    if (pump(std::chrono::duration_cast<milliseconds>(deadline - now) + milliseconds(1))) return build();
+  }
+  HttpResponse r;
+  r.content_type = "application/json";
+  r.headers.push_back({"Cache-Control", "no-cache"});
+  r.await_body = [pump = std::move(pump), build = std::move(build), probe](const std::function<bool()>& alive) {
+    auto next_probe = Clock::now();
+    for (;;) {
+      const auto now = Clock::now();
+      if (now >= next_probe) {
+        if (!alive()) return std::string();  // the client went away: the caller drops the run
+        next_probe = now + probe;
+      }
+      if (pump(std::chrono::duration_cast<milliseconds>(next_probe - now) + milliseconds(1))) break;
+    }
+    return build().body;
+  };
+  return r;
+}
+
 }  // namespace deepinfer::server

@@ -34,6 +34,9 @@ Server::Server(EngineClient& engine, const tokenizer::Tokenizer* tok, ServerConf
       if (r.stream) {
         auto guard = std::shared_ptr<void>(nullptr, [ctx](void*) { ctx->metrics.in_flight().fetch_sub(1); });
         r.stream = [inner = std::move(r.stream), guard](ChunkSink& sink) { inner(sink); };
+      } else if (r.await_body) {
+        auto guard = std::shared_ptr<void>(nullptr, [ctx](void*) { ctx->metrics.in_flight().fetch_sub(1); });
+        r.await_body = [inner = std::move(r.await_body), guard](const std::function<bool()>& alive) { return inner(alive); };
       } else {
         ctx->metrics.in_flight().fetch_sub(1);
       }

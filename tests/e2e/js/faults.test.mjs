@@ -4,6 +4,7 @@
 // an unknown model, n too large, a body over the limit, a full queue (429): each gets its status
 // and an OpenAI error object, and the server keeps serving after each one.
 import assert from 'node:assert/strict';
+import http from 'node:http';
 import path from 'node:path';
 import { args, dataDir, metrics, postJson, runChecks, sleep, startServer, waitMetrics } from './lib.mjs';
 
@@ -82,6 +83,32 @@ const checks = [
                                        x.get('deepinfer_num_requests_waiting') === 0 &&
                                        x.get('deepinfer_state_memory_used_bytes') === idleBytes, 'idle after 8 disconnects');
     await stillServing();
+  }],
+
+  ['disconnect while waiting for a NON-streaming answer: cancelled, counted, state freed', async () => {
+    // busy (default context): 20000 tokens take far longer than the test waits.
+    const before = await metrics(busy.base);
+    const cancelled0 = before.get('deepinfer_requests_cancelled_total', 'reason="client_disconnect"');
+    assert.equal(typeof cancelled0, 'number', 'deepinfer_requests_cancelled_total is exported');
+    const body = JSON.stringify({ prompt: [3, 1, 4], max_tokens: 20000, temperature: 0, ignore_eos: true });
+    const req = http.request(`${busy.base}/v1/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } });
+    const ended = new Promise((resolve) => { req.on('error', resolve); req.on('close', resolve); });
+    req.on('response', (res) => res.resume());
+    req.end(body);
+    await waitMetrics(busy.base, (x) => x.get('deepinfer_num_requests_running') === 1, 'the request running');
+    await sleep(1200);  // past the server's in-handler wait: now it is answering chunked, probing
+    req.destroy();
+    await ended;
+    const t0 = Date.now();
+    const m = await waitMetrics(busy.base, (x) => x.get('deepinfer_num_requests_running') === 0 &&
+                                                   x.get('deepinfer_state_memory_used_bytes') === 0 &&
+                                                   x.get('deepinfer_requests_cancelled_total', 'reason="client_disconnect"') === cancelled0 + 1,
+                                'running 0, state freed and the cancellation counted after the hang-up', 4000);
+    assert.ok(Date.now() - t0 < 3000, `cancelled within 3 s of the hang-up (${Date.now() - t0} ms)`);
+    const generated = m.get('deepinfer_generation_tokens_total') - before.get('deepinfer_generation_tokens_total');
+    assert.ok(generated < 20000, `generation stopped (${generated} of 20000 tokens)`);
+    await stillServing(busy.base);
   }],
 
   ['malformed JSON -> 400', async () => {

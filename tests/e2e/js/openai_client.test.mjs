@@ -71,6 +71,31 @@ function pickStop(text) {
 }
 
 const checks = [
+  ['a slow non-streaming answer (chunked, JSON-legal leading spaces as disconnect probes) parses', async () => {
+    // Long enough to outlast the server's in-handler wait (0.5 s): it then answers chunked.
+    const t0 = Date.now();
+    const raw = await fetch(`${srvB.v1}/completions`, { method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ prompt: [3, 5, 7], max_tokens: 3000, temperature: 0, ignore_eos: true }) });
+    const text = await raw.text();
+    const slow = Date.now() - t0 > 700;
+    if (slow) {
+      assert.equal(raw.headers.get('transfer-encoding'), 'chunked');
+      assert.equal(raw.headers.get('content-length'), null);
+      assert.equal(text[0], ' ', 'leading-space probes');
+    }
+    const viaRaw = JSON.parse(text);
+    assert.equal(viaRaw.usage.completion_tokens, 3000);
+    const r = await client.completions.create({ model: 'tiny-v4-b', prompt: [3, 5, 7], max_tokens: 3000, temperature: 0,
+                                                ignore_eos: true });
+    assert.equal(r.usage.completion_tokens, 3000);
+    assert.equal(r.choices[0].text, viaRaw.choices[0].text);
+    const c = await client.chat.completions.create({ model: 'tiny-v4-b', messages: [{ role: 'user', content: 'hi' }],
+                                                     max_tokens: 2000, temperature: 0, ignore_eos: true });
+    assert.equal(c.usage.completion_tokens, 2000);
+    assert.equal(c.choices[0].finish_reason, 'length');
+    assert.ok(slow, `the request took long enough to be answered chunked (${Date.now() - t0} ms)`);
+  }],
+
   ['models.list', async () => {
     const list = await client.models.list();
     assert.deepEqual(list.data.map((m) => m.id), [model]);

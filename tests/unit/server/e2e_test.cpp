@@ -2,7 +2,11 @@
 // tokenizer (tests/data/tokenizer) for the chat encoding, detokenization and output parsing.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <future>
 #include <nlohmann/json.hpp>
@@ -81,6 +85,7 @@ class ServerE2ETest : public ::testing::Test {
     cfg.max_body_bytes = max_body;
     cfg.http_threads = 16;
     cfg.heartbeat = std::chrono::milliseconds(50);
+    cfg.disconnect_probe = std::chrono::milliseconds(50);
     server_ = std::make_unique<Server>(*engine_, with_tokenizer ? &tok() : nullptr, cfg);
     auto port = server_->start();
     ASSERT_TRUE(port.is_ok()) << port.status().to_string();
@@ -365,6 +370,66 @@ TEST_F(ServerE2ETest, ClientDisconnectMidStreamCancels) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(engine_->running(), 0);
+}
+
+// Non-streaming: httplib 0.11 shows a handler no closed socket, so a long answer goes out chunked
+// with JSON-legal leading spaces as probes; a client that hangs up is then seen and cancelled.
+TEST_F(ServerE2ETest, ClientDisconnectWhileWaitingForANonStreamingAnswerCancels) {
+  engine_->script = ids("one two three four five six seven eight nine ten");
+  engine_->token_delay = std::chrono::milliseconds(10);  // 2000 tokens: 20 s if not cancelled
+  const std::string body = Json{{"prompt", "x"}, {"max_tokens", 2000}}.dump();
+  const std::string msg = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::send(fd, msg.data(), msg.size(), MSG_NOSIGNAL), static_cast<ssize_t>(msg.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::close(fd);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto deadline = t0 + std::chrono::seconds(5);
+  while (engine_->num_cancelled() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(engine_->submitted().size(), 1u);
+  EXPECT_TRUE(engine_->was_cancelled(engine_->submitted()[0].id));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  while (engine_->running() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine_->running(), 0);
+  auto m = client().Get("/metrics");
+  ASSERT_TRUE(m);
+  EXPECT_NE(m->body.find("deepinfer_requests_cancelled_total{model_name=\"tiny\",reason=\"client_disconnect\"} 1"),
+            std::string::npos) << m->body;
+}
+
+// A non-streaming answer slower than the probe interval: chunked, no Content-Length, leading
+// spaces, and still one JSON document a client parses; a fast one stays a plain response.
+TEST_F(ServerE2ETest, SlowNonStreamingAnswerIsChunkedJsonWithLeadingSpaces) {
+  set_script("one two three four five six seven eight nine ten eleven twelve");
+  engine_->token_delay = std::chrono::milliseconds(20);
+  for (const char* path : {"/v1/completions", "/v1/chat/completions"}) {
+    Json req = std::string(path) == "/v1/completions" ? Json{{"prompt", "x"}} : Json{{"messages", user("x")}};
+    auto r = post(path, req);
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->status, 200) << r->body;
+    EXPECT_EQ(r->get_header_value("Transfer-Encoding"), "chunked") << path;
+    EXPECT_FALSE(r->has_header("Content-Length")) << path;
+    ASSERT_FALSE(r->body.empty());
+    EXPECT_EQ(r->body[0], ' ') << path;
+    Json j = Json::parse(r->body);
+    EXPECT_EQ(j["usage"]["completion_tokens"], static_cast<int64_t>(engine_->script.size())) << r->body;
+  }
+  engine_->token_delay = std::chrono::milliseconds(0);
+  auto fast = post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 2}});
+  ASSERT_TRUE(fast);
+  EXPECT_TRUE(fast->has_header("Content-Length"));
+  EXPECT_EQ(fast->body[0], '{');
 }
 
 TEST_F(ServerE2ETest, MalformedAndInvalidRequests) {
