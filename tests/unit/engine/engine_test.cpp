@@ -177,6 +177,77 @@ TEST(Engine, StateMemoryNeverExceedsCapacityBetweenSteps) {
   EXPECT_LE(worst, cap);
 }
 
+// Fairness: with room for one running sequence, waiting requests are admitted by priority
+// (larger first) and first come, first served within a priority.
+TEST(Engine, HigherPriorityIsAdmittedFirstThenFcfs) {
+  EngineOptions o;
+  o.sched.max_running = 1;
+  o.prefix_cache_bytes = 0;
+  auto e = engine(o);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::thread> readers;
+  auto submit = [&](const std::string& id, int priority, int64_t max_tokens) {
+    auto r = make_req(id, prompt_of(static_cast<int>(id[0]), 12), max_tokens);
+    r.priority = priority;
+    auto st = e->submit(std::move(r));
+    ASSERT_TRUE(st.is_ok()) << st.status().to_string();
+    readers.emplace_back([&, id, stream = *st] {
+      Collected c = collect(*stream, 1);
+      EXPECT_EQ(c.finish[0], "length") << id;
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+    });
+  };
+  submit("a-running", 0, 400);
+  for (int i = 0; i < 2000 && e->stats().running == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(e->stats().running, 1);
+  submit("b-low", -1, 4);
+  submit("c-normal", 0, 4);
+  submit("d-normal", 0, 4);
+  submit("e-high", 5, 4);
+  submit("f-high", 5, 4);
+  for (auto& t : readers) t.join();
+  const std::vector<std::string> want = {"a-running", "e-high", "f-high", "c-normal", "d-normal", "b-low"};
+  EXPECT_EQ(order, want);
+}
+
+// Fairness under memory pressure: a preempted sequence goes back into the waiting queue in
+// priority order, not ahead of a higher-priority request that was already waiting for room.
+TEST(Engine, PreemptedSequenceDoesNotJumpAHigherPriorityWaitingOne) {
+  EngineOptions o;
+  o.prefix_cache_bytes = 0;
+  // tiny-v4-b: 42.5 kB fixed + 152 B per token. Two 40-token prompts run together until ~100
+  // tokens each, then the later one is preempted; a third request does not fit while both run.
+  o.state_capacity_bytes = 2 * 42500 + 2 * 152 * (41 + 100);
+  auto e = engine(o);
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::thread> readers;
+  auto submit = [&](const std::string& id, int priority, int prompt_len, int64_t max_tokens) {
+    auto r = make_req(id, prompt_of(static_cast<int>(id[0]), prompt_len), max_tokens);
+    r.priority = priority;
+    auto st = e->submit(std::move(r));
+    ASSERT_TRUE(st.is_ok()) << st.status().to_string();
+    readers.emplace_back([&, id, stream = *st] {
+      Collected c = collect(*stream, 1);
+      EXPECT_EQ(c.finish[0], "length") << id;
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(id);
+    });
+  };
+  submit("a-first", 0, 40, 300);
+  submit("b-second", 0, 40, 300);
+  for (int i = 0; i < 2000 && e->stats().running < 2; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(e->stats().running, 2);
+  submit("h-high", 5, 10, 4);  // waits for room; b's preemption makes some
+  for (auto& t : readers) t.join();
+  EXPECT_GT(e->stats().preemptions, 0);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0], "h-high") << order[0] << " " << order[1] << " " << order[2];
+  EXPECT_EQ(order.back(), "b-second");
+}
+
 TEST(Engine, CancelFreesState) {
   auto e = engine();
   auto s = e->submit(make_req("long", prompt_of(1, 10), 5000));
