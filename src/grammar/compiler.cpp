@@ -119,7 +119,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
   }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<CompiledGrammar> cg(new CompiledGrammar());
-  DI_ASSIGN_OR_RETURN(cg->machine_, build_byte_machine(g, options_.max_states));
+  DI_ASSIGN_OR_RETURN(cg->machine_, build_byte_machine(g, options_.max_states, tokenizer_.get()));
   cg->tokenizer_ = tokenizer_;
   cg->ebnf_ = std::move(ebnf);
   const ByteMachine& m = cg->machine_;

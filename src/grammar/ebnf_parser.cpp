@@ -258,6 +258,20 @@ class Parser {
   Status parse_primary(Expr& out, int depth) {
     char c = s_[pos_];
     size_t at = pos_;
+    if (c == '<') {
+      // Special-token terminal: <"content"> (the added token with that content, matched by id).
+      ++pos_;
+      if (pos_ >= s_.size() || (s_[pos_] != '"' && s_[pos_] != '\'')) {
+        return error_at(at, "expected a quoted token after '<' (special token: <\"...\">)");
+      }
+      Expr lit;
+      DI_TRY(parse_primary(lit, depth));
+      if (pos_ >= s_.size() || s_[pos_] != '>') return error_at(at, "expected '>' to close the special token");
+      ++pos_;
+      if (lit.text.empty()) return error_at(at, "empty special token");
+      out = Expr::token(std::move(lit.text));
+      return Status::ok();
+    }
     if (c == '"' || c == '\'') {
       char quote = c;
       ++pos_;

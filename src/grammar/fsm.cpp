@@ -65,7 +65,7 @@ void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<ByteSeq>& out) {
 }
 
 struct NfaEdge {
-  enum : uint8_t { kEps, kBytes, kRef } kind = kEps;
+  enum : uint8_t { kEps, kBytes, kRef, kTok } kind = kEps;
   uint8_t lo = 0;
   uint8_t hi = 0;
   int32_t ref = -1;
@@ -74,6 +74,7 @@ struct NfaEdge {
 
 class Nfa {
  public:
+  explicit Nfa(const TokenizerInfo* tok) : tok_(tok) {}
   int32_t new_state() {
     out_.emplace_back();
     return static_cast<int32_t>(out_.size() - 1);
@@ -83,6 +84,7 @@ class Nfa {
     out_[static_cast<size_t>(a)].push_back({NfaEdge::kBytes, lo, hi, -1, b});
   }
   void ref(int32_t a, int32_t rule, int32_t b) { out_[static_cast<size_t>(a)].push_back({NfaEdge::kRef, 0, 0, rule, b}); }
+  void tok(int32_t a, int32_t id, int32_t b) { out_[static_cast<size_t>(a)].push_back({NfaEdge::kTok, 0, 0, id, b}); }
   const std::vector<NfaEdge>& edges(int32_t s) const { return out_[static_cast<size_t>(s)]; }
   size_t size() const { return out_.size(); }
 
@@ -92,6 +94,13 @@ class Nfa {
       case Expr::Kind::kEmpty: {
         int32_t t = new_state();
         eps(s, t);
+        return t;
+      }
+      case Expr::Kind::kToken: {
+        int32_t id = tok_ ? tok_->special_token_id(e.text) : -1;
+        if (id < 0) return build(Expr::literal(e.text), s);  // no such added token: its spelling
+        int32_t t = new_state();
+        tok(s, id, t);
         return t;
       }
       case Expr::Kind::kLiteral: {
@@ -178,12 +187,14 @@ class Nfa {
   }
 
  private:
+  const TokenizerInfo* tok_;
   std::vector<std::vector<NfaEdge>> out_;
 };
 
 struct RuleDfa {
   std::vector<std::vector<std::pair<int32_t, int32_t>>> byte_ranges;  // per state: (lo<<8|hi, to)
   std::vector<std::vector<RuleRefEdge>> refs;                         // return_state is local
+  std::vector<std::vector<TokenEdge>> toks;                           // `to` is local
   std::vector<uint8_t> is_final;
 };
 
@@ -211,6 +222,7 @@ Result<RuleDfa> determinize(const Nfa& nfa, int32_t start, int32_t accept, const
     std::vector<int32_t> cur = sets[d];
     std::vector<int> bounds;
     std::map<int32_t, std::vector<int32_t>> by_ref;
+    std::map<int32_t, std::vector<int32_t>> by_tok;
     bool fin = false;
     for (int32_t s : cur) {
       if (s == accept) fin = true;
@@ -220,6 +232,8 @@ Result<RuleDfa> determinize(const Nfa& nfa, int32_t start, int32_t accept, const
           bounds.push_back(e.hi + 1);
         } else if (e.kind == NfaEdge::kRef) {
           by_ref[e.ref].push_back(e.to);
+        } else if (e.kind == NfaEdge::kTok) {
+          by_tok[e.ref].push_back(e.to);
         }
       }
     }
@@ -246,8 +260,15 @@ Result<RuleDfa> determinize(const Nfa& nfa, int32_t start, int32_t accept, const
       targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
       refs.push_back({r, intern(std::move(targets))});
     }
+    std::vector<TokenEdge> toks;
+    for (auto& [id, targets] : by_tok) {
+      std::sort(targets.begin(), targets.end());
+      targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+      toks.push_back({id, intern(std::move(targets))});
+    }
     dfa.byte_ranges.push_back(std::move(ranges));
     dfa.refs.push_back(std::move(refs));
+    dfa.toks.push_back(std::move(toks));
     dfa.is_final.push_back(fin ? 1 : 0);
   }
   return dfa;
@@ -304,14 +325,14 @@ Status check_left_recursion(const ByteMachine& m, const std::vector<uint8_t>& nu
 
 }  // namespace
 
-Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
+Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states, const TokenizerInfo* tokenizer) {
   DI_TRY(g.validate());
   ByteMachine m;
   m.root_rule = g.root();
   std::vector<RuleDfa> dfas;
   int32_t total = 0;
   for (const Rule& r : g.rules()) {
-    Nfa nfa;
+    Nfa nfa(tokenizer);
     int32_t s = nfa.new_state();
     int32_t t = nfa.build(r.body, s);
     if (static_cast<int64_t>(nfa.size()) > 4LL * max_states) {
@@ -329,6 +350,7 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
   m.is_final.resize(static_cast<size_t>(total));
   m.has_bytes.assign(static_cast<size_t>(total), 0);
   m.refs.resize(static_cast<size_t>(total));
+  m.token_edges.resize(static_cast<size_t>(total));
   for (size_t r = 0; r < dfas.size(); ++r) {
     int32_t base = m.rule_start[r];
     const RuleDfa& d = dfas[r];
@@ -340,6 +362,7 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
         for (int b = range >> 8; b <= (range & 0xFF); ++b) m.next[gs * 256 + static_cast<size_t>(b)] = base + to;
       }
       for (const RuleRefEdge& e : d.refs[ls]) m.refs[gs].push_back({e.rule, base + e.return_state});
+      for (const TokenEdge& e : d.toks[ls]) m.token_edges[gs].push_back({e.token, base + e.to});
     }
   }
   // Fewest bytes to each rule's end (Bellman-Ford over the pushdown structure; reverse order
@@ -358,6 +381,7 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
           d = std::min(d, 1 + m.dist[static_cast<size_t>(nx[b])]);
         }
       }
+      for (const TokenEdge& e : m.token_edges[su]) d = std::min(d, 1 + m.dist[static_cast<size_t>(e.to)]);
       for (const RuleRefEdge& e : m.refs[su]) {
         int64_t a = m.dist[static_cast<size_t>(m.rule_start[static_cast<size_t>(e.rule)])];
         int64_t b = m.dist[static_cast<size_t>(e.return_state)];
@@ -381,6 +405,12 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
       if (t >= 0 && m.dist[static_cast<size_t>(t)] >= kInfDist) t = -1;
       if (t >= 0) m.has_bytes[su] = 1;
     }
+    auto& toks = m.token_edges[su];
+    toks.erase(std::remove_if(toks.begin(), toks.end(),
+                              [&](const TokenEdge& e) { return m.dist[static_cast<size_t>(e.to)] >= kInfDist; }),
+               toks.end());
+    if (!toks.empty()) m.has_bytes[su] = 1;
+    for (const TokenEdge& e : toks) m.special_ids.push_back(e.token);
     auto& refs = m.refs[su];
     refs.erase(std::remove_if(refs.begin(), refs.end(),
                               [&](const RuleRefEdge& e) {
@@ -389,6 +419,8 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
                               }),
                refs.end());
   }
+  std::sort(m.special_ids.begin(), m.special_ids.end());
+  m.special_ids.erase(std::unique(m.special_ids.begin(), m.special_ids.end()), m.special_ids.end());
   // Nullable states, then the left-recursion check.
   std::vector<uint8_t> nullable(static_cast<size_t>(total), 0);
   for (bool changed = true; changed;) {
@@ -417,6 +449,7 @@ Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states) {
       int32_t t = m.next[su * 256 + static_cast<size_t>(b)];
       if (t >= 0) m.needs_cache[static_cast<size_t>(t)] = 1;
     }
+    for (const TokenEdge& e : m.token_edges[su]) m.needs_cache[static_cast<size_t>(e.to)] = 1;
     for (const RuleRefEdge& e : m.refs[su]) {
       auto& f = m.follow[static_cast<size_t>(e.rule)];
       if (std::find(f.begin(), f.end(), e.return_state) == f.end()) f.push_back(e.return_state);

@@ -14,6 +14,7 @@
 
 #include "core/result.h"
 #include "grammar/grammar.h"
+#include "grammar/tokenizer_info.h"
 
 namespace deepinfer::grammar {
 
@@ -24,12 +25,19 @@ struct RuleRefEdge {
   int32_t return_state = -1;
 };
 
+struct TokenEdge {
+  int32_t token = -1;  // special token id (Expr::kToken resolved against the tokenizer)
+  int32_t to = -1;
+};
+
 struct ByteMachine {
   int32_t num_states = 0;
   std::vector<int32_t> next;        // [num_states * 256]: byte transition or -1
   std::vector<int32_t> state_rule;  // [num_states]
   std::vector<uint8_t> is_final;    // [num_states]
-  std::vector<uint8_t> has_bytes;   // [num_states]: any byte transition
+  std::vector<uint8_t> has_bytes;   // [num_states]: any byte or special-token transition
+  std::vector<std::vector<TokenEdge>> token_edges;  // [num_states]: special-token transitions
+  std::vector<int32_t> special_ids;  // sorted: every special token id some state reads
   std::vector<std::vector<RuleRefEdge>> refs;  // [num_states]
   std::vector<int64_t> dist;        // [num_states]: fewest bytes from here to this rule's end
   std::vector<uint8_t> needs_cache;  // [num_states]: can be a stack top between bytes
@@ -42,7 +50,10 @@ struct ByteMachine {
 };
 
 /// Fails on left recursion (the pushdown automaton would push forever without reading) and when
-/// the automata exceed `max_states` states in total.
-Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states = 1 << 19);
+/// the automata exceed `max_states` states in total. A special-token terminal (Expr::kToken)
+/// becomes a token edge when `tokenizer` has an added token of that content, else (and when
+/// `tokenizer` is null) its content is matched as a literal.
+Result<ByteMachine> build_byte_machine(const Grammar& g, int32_t max_states = 1 << 19,
+                                       const TokenizerInfo* tokenizer = nullptr);
 
 }  // namespace deepinfer::grammar

@@ -86,6 +86,13 @@ Expr Expr::repeat(Expr item, int32_t min, int32_t max) {
   return e;
 }
 
+Expr Expr::token(std::string content) {
+  Expr e;
+  e.kind = Kind::kToken;
+  e.text = std::move(content);
+  return e;
+}
+
 Result<int32_t> Grammar::add_rule(std::string name) {
   if (find_rule(name) >= 0) return Status::invalid_argument("rule '" + name + "' is defined twice");
   rules_.push_back(Rule{std::move(name), Expr::empty()});
@@ -105,6 +112,9 @@ Status validate_expr(const Expr& e, const Grammar& g, const std::string& rule) {
   switch (e.kind) {
     case Expr::Kind::kEmpty:
     case Expr::Kind::kLiteral:
+      return Status::ok();
+    case Expr::Kind::kToken:
+      if (e.text.empty()) return Status::invalid_argument("rule '" + rule + "': empty special-token terminal");
       return Status::ok();
     case Expr::Kind::kCharSet:
       for (const CodePointRange& r : e.chars) {
@@ -173,6 +183,11 @@ void print_expr(const Expr& e, const Grammar& g, std::string& out, bool nested) 
       out += '"';
       append_escaped_literal(out, e.text);
       out += '"';
+      return;
+    case Expr::Kind::kToken:
+      out += "<\"";
+      append_escaped_literal(out, e.text);
+      out += "\">";
       return;
     case Expr::Kind::kCharSet:
       out += '[';

@@ -44,6 +44,9 @@ struct Expr {
     kSequence,  // children in order
     kChoice,    // one of children
     kRepeat,    // children[0] repeated [min_repeat, max_repeat] times (kUnbounded = no max)
+    kToken,     // the tokenizer's added (special) token whose content is `text`, matched by id,
+                // never by bytes; EBNF `<"...">`. When the tokenizer has no such added token the
+                // compiler matches `text` as a literal instead (the token is spelled as text).
   };
   Kind kind = Kind::kEmpty;
   std::string text;
@@ -60,6 +63,7 @@ struct Expr {
   static Expr sequence(std::vector<Expr> items);
   static Expr choice(std::vector<Expr> items);
   static Expr repeat(Expr item, int32_t min, int32_t max);
+  static Expr token(std::string content);
 };
 
 struct Rule {

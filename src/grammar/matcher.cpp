@@ -39,6 +39,17 @@ bool Matcher::accept_token(int32_t token_id) {
     terminated_ = true;
     return true;
   }
+  const std::vector<int32_t>& specials = grammar_->machine().special_ids;
+  if (std::binary_search(specials.begin(), specials.end(), token_id)) {
+    // A special-token terminal: matched by id, never by its bytes.
+    std::vector<Handle> closed, next;
+    pda_.closure(handles_, closed);
+    pda_.step_token(closed, token_id, next);
+    if (next.empty()) return false;
+    push_history();
+    handles_ = std::move(next);
+    return true;
+  }
   if (!tok.is_matchable(token_id)) return false;
   return accept_string(tok.token_bytes(token_id));
 }
@@ -88,6 +99,7 @@ std::string Matcher::find_jump_forward_string() {
     int forced = -1;
     bool unique = true;
     for (const Handle& h : closed) {
+      if (!m.token_edges[static_cast<size_t>(h.state)].empty()) unique = false;  // a special token may come next
       for (int b = 0; b < 256 && unique; ++b) {
         if (m.step(h.state, static_cast<uint8_t>(b)) < 0) continue;
         if (forced < 0) {
@@ -180,7 +192,16 @@ void Matcher::fill_next_token_bitmask(std::span<uint32_t> bitmask) {
     const StateTokenCache& c = grammar_->cache(h.state);
     if (!c.uncertain_ids.empty()) check_uncertain(h, c.uncertain_ids, bitmask);
   }
-  if (can_terminate()) {
+  // Special-token terminals (few per grammar): checked directly against the closed handles.
+  const std::vector<int32_t>& specials = grammar_->machine().special_ids;
+  uint32_t flags = pda_.closure(handles_, tmp_);
+  if (!specials.empty()) {
+    const ByteMachine& m = grammar_->machine();
+    for (const Handle& h : tmp_) {
+      for (const TokenEdge& e : m.token_edges[static_cast<size_t>(h.state)]) set_bit(e.token);
+    }
+  }
+  if (flags & Pda::kComplete) {
     for (int32_t id : tok.stop_ids()) set_bit(id);
   }
 }

@@ -111,6 +111,17 @@ void Pda::step(std::span<const Handle> closed, uint8_t byte, std::vector<Handle>
   }
 }
 
+void Pda::step_token(std::span<const Handle> closed, int32_t token_id, std::vector<Handle>& out) const {
+  out.clear();
+  for (const Handle& h : closed) {
+    for (const TokenEdge& e : m_.token_edges[static_cast<size_t>(h.state)]) {
+      if (e.token != token_id) continue;
+      Handle n{e.to, h.parent, h.level};
+      if (!contains(out, n)) out.push_back(n);
+    }
+  }
+}
+
 bool Pda::advance(std::vector<Handle>& set, std::string_view bytes) {
   for (char c : bytes) {
     closure(set, tmp_);

@@ -62,6 +62,8 @@ class Pda {
   uint32_t closure(std::span<const Handle> in, std::vector<Handle>& out);
   /// Reads `byte` from closed handles into `out` (cleared first).
   void step(std::span<const Handle> closed, uint8_t byte, std::vector<Handle>& out) const;
+  /// Reads the special token `token_id` (a token edge) from closed handles into `out`.
+  void step_token(std::span<const Handle> closed, int32_t token_id, std::vector<Handle>& out) const;
   /// closure + step for every byte of `bytes`; `set` is updated in place; false (set empty) when
   /// the bytes are rejected.
   bool advance(std::vector<Handle>& set, std::string_view bytes);

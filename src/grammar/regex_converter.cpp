@@ -366,6 +366,7 @@ Expr escape_for_json_string(const Expr& e) {
     }
     case Expr::Kind::kEmpty:
     case Expr::Kind::kRuleRef:
+    case Expr::Kind::kToken:
       return e;
     case Expr::Kind::kSequence:
     case Expr::Kind::kChoice:

@@ -18,13 +18,20 @@ uint64_t fnv1a(uint64_t h, std::string_view s) {
 
 }  // namespace
 
+int32_t TokenizerInfo::special_token_id(std::string_view content) const {
+  auto it = std::lower_bound(special_tokens_.begin(), special_tokens_.end(), content,
+                             [](const std::pair<std::string, int32_t>& a, std::string_view b) { return a.first < b; });
+  return it != special_tokens_.end() && it->first == content ? it->second : -1;
+}
+
 bool TokenizerInfo::is_stop(int32_t id) const {
   return std::find(stop_ids_.begin(), stop_ids_.end(), id) != stop_ids_.end();
 }
 
 Result<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(std::vector<std::string> token_bytes,
                                                                        std::vector<int32_t> stop_ids,
-                                                                       std::vector<int32_t> excluded) {
+                                                                       std::vector<int32_t> excluded,
+                                                                       std::vector<std::pair<std::string, int32_t>> special_tokens) {
   std::shared_ptr<TokenizerInfo> info(new TokenizerInfo());
   auto n = static_cast<int32_t>(token_bytes.size());
   info->token_bytes_ = std::move(token_bytes);
@@ -52,6 +59,15 @@ Result<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(std::vect
     if (info->matchable_[static_cast<size_t>(id)]) order.push_back(id);
   }
   for (int32_t id : info->stop_ids_) h = fnv1a(h, "s" + std::to_string(id));
+  std::sort(special_tokens.begin(), special_tokens.end());
+  for (const auto& [content, id] : special_tokens) {
+    if (id < 0 || id >= n) return Status::invalid_argument("special token id " + std::to_string(id) + " is out of range");
+    if (info->is_stop(id)) continue;  // stop tokens keep their own rule
+    if (!info->special_tokens_.empty() && info->special_tokens_.back().first == content) continue;
+    info->matchable_[static_cast<size_t>(id)] = 0;  // matched by id only, never through the trie
+    info->special_tokens_.emplace_back(content, id);
+  }
+  for (const auto& [content, id] : info->special_tokens_) h = fnv1a(h, "t" + std::to_string(id) + ":" + content);
   info->fingerprint_ = h;
 
   const auto& tb = info->token_bytes_;
@@ -106,9 +122,11 @@ Result<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_tokenizer(const
                                                                            std::vector<int32_t> stop_ids) {
   std::vector<std::string> bytes(static_cast<size_t>(tok.vocab_size()));
   std::vector<int32_t> excluded;
+  std::vector<std::pair<std::string, int32_t>> specials;
   for (int32_t id = 0; id < tok.vocab_size(); ++id) {
     if (!tok.is_known(id) || tok.added_token(id) != nullptr) {
       excluded.push_back(id);
+      if (tok.is_known(id) && tok.added_token(id) != nullptr) specials.emplace_back(tok.added_token(id)->content, id);
       continue;
     }
     bytes[static_cast<size_t>(id)] = std::string(tok.token_bytes(id));
@@ -118,7 +136,7 @@ Result<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_tokenizer(const
     if (!eos) return Status::invalid_argument("tokenizer has no <｜end▁of▁sentence｜> token; pass stop ids");
     stop_ids.push_back(*eos);
   }
-  return from_vocab(std::move(bytes), std::move(stop_ids), std::move(excluded));
+  return from_vocab(std::move(bytes), std::move(stop_ids), std::move(excluded), std::move(specials));
 }
 
 }  // namespace deepinfer::grammar

@@ -3,8 +3,9 @@
 // byte trie over the other tokens in lexicographic (pre)order, the structure mask computation
 // walks so that tokens sharing a prefix share the work.
 //
-// Added tokens (the tokenizer's specials, role and tool markers) are never produced by a grammar:
-// their ids are masked out unless they are stop tokens. Immutable once built; thread-safe; shared
+// Added tokens (the tokenizer's specials, role and tool markers) are never produced by a grammar's
+// text: their ids are masked out unless they are stop tokens, or the grammar names one with a
+// special-token terminal (`<"｜DSML｜">`, Expr::kToken), which matches that id only. Immutable once built; thread-safe; shared
 // by every grammar compiled for that tokenizer.
 #pragma once
 
@@ -13,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -39,8 +41,10 @@ class TokenizerInfo {
   /// ids in `stop_ids` end generation. Fails on out-of-range ids.
   static Result<std::shared_ptr<const TokenizerInfo>> from_vocab(std::vector<std::string> token_bytes,
                                                                  std::vector<int32_t> stop_ids,
-                                                                 std::vector<int32_t> excluded = {});
-  /// Every added token is excluded; `stop_ids` defaults to <｜end▁of▁sentence｜>.
+                                                                 std::vector<int32_t> excluded = {},
+                                                                 std::vector<std::pair<std::string, int32_t>> special_tokens = {});
+  /// Every added token is excluded and is a special token (by its content) unless it is a stop
+  /// token; `stop_ids` defaults to <｜end▁of▁sentence｜>.
   static Result<std::shared_ptr<const TokenizerInfo>> from_tokenizer(const tokenizer::Tokenizer& tok,
                                                                      std::vector<int32_t> stop_ids = {});
 
@@ -53,6 +57,9 @@ class TokenizerInfo {
   /// A token the grammar can produce (not excluded, not a stop token, non-empty).
   bool is_matchable(int32_t id) const { return matchable_[static_cast<size_t>(id)] != 0; }
   const TokenTrie& trie() const { return trie_; }
+  /// The id of the special (added) token with this content, which special-token terminals match;
+  /// -1 when there is none (the terminal then falls back to the text spelling).
+  int32_t special_token_id(std::string_view content) const;
   /// Hash of the vocabulary, stop and excluded ids: the tokenizer's identity in cache keys.
   uint64_t fingerprint() const { return fingerprint_; }
 
@@ -62,6 +69,7 @@ class TokenizerInfo {
   std::vector<std::string> token_bytes_;
   std::vector<int32_t> stop_ids_;
   std::vector<uint8_t> matchable_;
+  std::vector<std::pair<std::string, int32_t>> special_tokens_;  // sorted by content
   TokenTrie trie_;
   uint64_t fingerprint_ = 0;
 };

@@ -3,8 +3,12 @@
 // and tool_choice, reasoning_content split from content, DSML tool calls parsed into
 // tool_calls, streaming over SSE with stream_options.include_usage.
 //
-// tool_choice "required" and a named function are passed to the prompt (the named function
-// alone) but not enforced by a grammar: the model may still answer in text.
+// tool_choice "required" and a named function are enforced by a grammar of DSML tool calls
+// (grammar/dsml_grammar.h): the output is one or more calls (exactly one with
+// parallel_tool_calls: false) of the allowed tools, parameters following each tool's schema; in
+// thinking mode the reasoning stays free and the calls follow </think>. A forced tool call cannot
+// be combined with response_format / guided_* constraints (400): both would constrain the same
+// output, and OpenAI's required call has no text answer to format.
 #include "server/choice_output.h"
 #include "server/routes.h"
 #include "server/sse.h"
@@ -327,10 +331,43 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   er.prompt = std::move(ids).value();
   er.sampling = req.sampling;
   er.priority = req.priority;
-  if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) return status_response(s);
+  const bool forced_call = req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
+  const std::optional<int32_t> think_end = ctx.tok->added_token_id(tokenizer::tokens::kThinkEnd);
+  if (forced_call) {
+    if (req.structured.any()) {
+      perr.param = "tool_choice";
+      return status_response(Status::invalid_argument(
+          "tool_choice 'required' or a named function cannot be combined with response_format or another "
+          "structured-output constraint"), &perr);
+    }
+    if (!ctx.constraints) return status_response(Status::invalid_argument("tool_choice needs a tokenizer"));
+    ToolCallConstraint tc;
+    tc.tools = req.tools;
+    if (req.tool_choice == ToolChoice::kNamed) tc.named = req.tool_choice_name;
+    auto ptc = body->find("parallel_tool_calls");
+    if (ptc != body->end() && !ptc->is_null()) {
+      if (!ptc->is_boolean()) {
+        perr.param = "parallel_tool_calls";
+        return status_response(Status::invalid_argument("'parallel_tool_calls' must be a boolean"), &perr);
+      }
+      tc.parallel = ptc->get<bool>();
+    }
+    tc.v41 = ctx.cfg.chat_format == tokenizer::ChatFormat::kV41;
+    // Thinking mode without an added </think> token: the grammar itself lets the reasoning run
+    // to the first </think> (with the token, grammar_start_token below starts it there).
+    tc.after_reasoning = co.parser.starts_in_reasoning && !think_end;
+    auto g = ctx.constraints->compile_tool_calls(tc);
+    if (!g.is_ok()) {
+      perr.param = "tools";
+      return status_response(g.status(), &perr);
+    }
+    er.grammar = std::move(g).value();
+  } else if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) {
+    return status_response(s);
+  }
   if (er.grammar && co.parser.starts_in_reasoning) {
     // Thinking mode: the reasoning is free; the constraint starts after </think>.
-    if (auto end = ctx.tok->added_token_id(tokenizer::tokens::kThinkEnd)) er.grammar_start_token = *end;
+    if (think_end) er.grammar_start_token = *think_end;
   }
   std::vector<EngineRequest> reqs;
   reqs.push_back(std::move(er));

@@ -1,5 +1,7 @@
 #include "server/structured.h"
 
+#include "grammar/dsml_grammar.h"
+
 namespace deepinfer::server {
 
 namespace {
@@ -74,7 +76,7 @@ Status structured_from_response_format(const Json& rf, ParseError* err, Structur
 
 ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos) : tok_(tok), eos_(eos) {}
 
-Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::compile(const StructuredOutput& s) {
+Status ConstraintCompiler::init() {
   std::call_once(init_, [&] {
     auto info = grammar::TokenizerInfo::from_tokenizer(tok_, {eos_});
     if (!info.is_ok()) {
@@ -83,7 +85,25 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::comp
     }
     compiler_ = std::make_unique<grammar::GrammarCompiler>(std::move(info).value());
   });
-  DI_TRY(init_status_);
+  return init_status_;
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::compile_tool_calls(const ToolCallConstraint& c) {
+  DI_TRY(init());
+  grammar::DsmlGrammarOptions o;
+  o.v41 = c.v41;
+  o.after_reasoning = c.after_reasoning;
+  if (!c.named.empty()) o.only = {c.named};
+  o.max_calls = c.parallel ? grammar::kUnbounded : 1;
+  auto g = grammar::dsml_tool_calls_grammar(c.tools.dump(), o);
+  if (!g.is_ok()) return Status::invalid_argument("tools: cannot constrain the tool call: " + std::string(g.status().message()));
+  auto cg = compiler_->compile(*g);
+  if (!cg.is_ok()) return Status::invalid_argument("tools: cannot constrain the tool call: " + std::string(cg.status().message()));
+  return cg;
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::compile(const StructuredOutput& s) {
+  DI_TRY(init());
   Result<std::shared_ptr<const grammar::CompiledGrammar>> g = Status::invalid_argument("no constraint");
   switch (s.kind) {
     case Kind::kNone: return Status::invalid_argument("no constraint");

@@ -20,12 +20,27 @@ Status parse_structured_fields(const Json& body, ParseError* err, StructuredOutp
 /// Folds an OpenAI response_format object into `out` (error if another constraint was given).
 Status structured_from_response_format(const Json& response_format, ParseError* err, StructuredOutput& out);
 
+/// Which tool calls a request forces (tool_choice "required" or a named function).
+struct ToolCallConstraint {
+  Json tools;                // the request's OpenAI tools
+  std::string named;         // "" = any tool (required)
+  bool parallel = true;      // parallel_tool_calls: one or more calls, else exactly one
+  bool v41 = false;          // V4.1 DSML tag names
+  bool after_reasoning = false;  // the grammar starts in the reasoning (no added </think> token)
+};
+
 class ConstraintCompiler {
  public:
   ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos_token_id);
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile(const StructuredOutput& s);
+  /// The DSML tool-call grammar (grammar/dsml_grammar.h) of `c`: the output is one or more DSML
+  /// invokes whose parameters follow each tool's JSON Schema; kInvalidArgument names the tool and
+  /// parameter whose schema is unsupported.
+  Result<std::shared_ptr<const grammar::CompiledGrammar>> compile_tool_calls(const ToolCallConstraint& c);
 
  private:
+  Status init();
+
   const tokenizer::Tokenizer& tok_;
   int32_t eos_;
   std::once_flag init_;

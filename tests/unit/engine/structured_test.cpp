@@ -1,6 +1,7 @@
 // Structured outputs through the engine: every sample of a constrained request matches its
 // grammar (regex, EBNF, JSON Schema), and a grammar_start_token (</think> in thinking mode)
-// leaves the tokens before it free.
+// leaves the tokens before it free; a DSML tool-call grammar (tool_choice required) always yields
+// tool calls the output parser reads and whose arguments follow the tool's schema.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -8,6 +9,8 @@
 
 #include "engine/engine.h"
 #include "grammar/compiler.h"
+#include "grammar/dsml_grammar.h"
+#include "tokenizer/output_parser.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
@@ -129,6 +132,71 @@ TEST_F(Structured, ConstraintStartsAfterTheStartToken) {
     EXPECT_NE(s[0], think_end);
     EXPECT_TRUE(std::regex_match(text(s), std::regex("[0-9]{4}"))) << text(s);
   }
+}
+
+// Tools whose parameters are all bounded (a random model would not end free text).
+const char* kBoundedTools = R"([
+  {"type": "function", "function": {"name": "set_mode", "parameters": {"type": "object", "properties": {
+     "mode": {"type": "string", "enum": ["fast", "slow", "auto"]},
+     "level": {"type": "integer", "minimum": 0, "maximum": 20},
+     "dry_run": {"type": "boolean"}}, "required": ["mode", "level"]}}},
+  {"type": "function", "function": {"name": "tag", "parameters": {"type": "object", "properties": {
+     "label": {"type": "string", "maxLength": 4},
+     "opts": {"type": "object", "properties": {"x": {"enum": [1, 2]}}, "required": ["x"]}},
+     "required": ["opts"]}}},
+  {"type": "function", "function": {"name": "ping", "parameters": {"type": "object", "properties": {}}}}
+])";
+
+// The checks ajv would make for these schemas.
+void expect_valid_arguments(const std::string& name, const nlohmann::json& a) {
+  ASSERT_TRUE(a.is_object());
+  if (name == "set_mode") {
+    ASSERT_TRUE(a.contains("mode") && a.contains("level")) << a.dump();
+    EXPECT_TRUE(a["mode"] == "fast" || a["mode"] == "slow" || a["mode"] == "auto") << a.dump();
+    ASSERT_TRUE(a["level"].is_number_integer()) << a.dump();
+    EXPECT_GE(a["level"].get<int>(), 0);
+    EXPECT_LE(a["level"].get<int>(), 20);
+    if (a.contains("dry_run")) EXPECT_TRUE(a["dry_run"].is_boolean());
+    for (auto it = a.begin(); it != a.end(); ++it) EXPECT_TRUE(it.key() == "mode" || it.key() == "level" || it.key() == "dry_run");
+  } else if (name == "tag") {
+    ASSERT_TRUE(a.contains("opts")) << a.dump();
+    EXPECT_TRUE(a["opts"] == nlohmann::json({{"x", 1}}) || a["opts"] == nlohmann::json({{"x", 2}})) << a.dump();
+    if (a.contains("label")) {
+      ASSERT_TRUE(a["label"].is_string());
+      EXPECT_LE(a["label"].get<std::string>().size(), 4u * 4u);
+    }
+    EXPECT_LE(a.size(), 2u);
+  } else {
+    EXPECT_EQ(name, "ping");
+    EXPECT_TRUE(a.empty()) << a.dump();
+  }
+}
+
+TEST_F(Structured, RequiredToolCallsParseAndValidate) {
+  auto grammar = grammar::dsml_tool_calls_grammar(kBoundedTools);
+  ASSERT_TRUE(grammar.is_ok()) << grammar.status().to_string();
+  auto g = compiler_->compile(*grammar);
+  ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+  EXPECT_EQ((*g)->machine().special_ids, std::vector<int32_t>{1020});  // ｜DSML｜ by id
+  int calls = 0;
+  for (const auto& ids : run(*g, 4, 600)) {
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids.back(), 1) << "did not end with EOS";
+    EXPECT_NE(std::find(ids.begin(), ids.end(), 1020), ids.end());
+    std::string t = text(ids);
+    if (std::getenv("DI_SHOW_SAMPLES")) std::cerr << t << "\n----\n";
+    auto parsed = tokenizer::parse_completion(t, {});
+    ASSERT_TRUE(parsed.is_ok()) << parsed.status().to_string() << "\n" << t;
+    EXPECT_TRUE(parsed->content.empty()) << t;
+    ASSERT_FALSE(parsed->tool_calls.empty()) << t;
+    for (const auto& tc : parsed->tool_calls) {
+      auto args = nlohmann::json::parse(tc.arguments, nullptr, false);
+      ASSERT_FALSE(args.is_discarded()) << tc.arguments;
+      expect_valid_arguments(tc.name, args);
+      ++calls;
+    }
+  }
+  EXPECT_GE(calls, 4);
 }
 
 }  // namespace
