@@ -4,6 +4,8 @@
 
 #include "server/openai_types.h"
 #include "server/structured.h"
+#include "grammar/matcher.h"
+#include "tokenizer/chat_encoding.h"
 
 namespace deepinfer::server {
 namespace {
@@ -63,6 +65,62 @@ TEST(ConstraintCompiler, InvalidConstraintsNameTheProblem) {
   EXPECT_FALSE(cc.compile({Kind::kRegex, "(a"}).is_ok());
   EXPECT_FALSE(cc.compile({Kind::kEbnf, "root ::= undefined_rule"}).is_ok());
   EXPECT_FALSE(cc.compile({Kind::kJsonSchema, "not json"}).is_ok());
+}
+
+const char* kOneTool = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+  "properties": {"q": {"type": "string"}}, "required": ["q"]}}}])";
+
+// The tool-call grammar on both vocabularies: ｜DSML｜ by id (tiny-v4-b) or as text (129k, where
+// thinking mode also lets the grammar run the reasoning to </think>, which is not an added token).
+TEST(ConstraintCompiler, ToolCallsOnBothTokenizers) {
+  const std::string block = "\n\n<｜DSML｜tool_calls>\n<｜DSML｜invoke name=\"f\">\n<｜DSML｜parameter name=\"q\" "
+                            "string=\"true\">hi</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜tool_calls>";
+  {
+    auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b");
+    ASSERT_TRUE(tok.is_ok());
+    ConstraintCompiler cc(**tok, 1);
+    ToolCallConstraint c;
+    c.tools = Json::parse(kOneTool);
+    auto g = cc.compile_tool_calls(c);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    EXPECT_EQ((*g)->machine().special_ids, std::vector<int32_t>{1020});
+    grammar::Matcher m(*g);
+    EXPECT_FALSE(m.accept_string(block));  // ｜DSML｜ as text is not the token
+    c.named = "g";
+    auto bad = cc.compile_tool_calls(c);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+    c.named = "";
+    c.tools = Json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+      "properties": {"n": {"type": "number", "multipleOf": 3}}}}}])");
+    bad = cc.compile_tool_calls(c);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.status().message().find("multipleOf"), std::string_view::npos) << bad.status().to_string();
+    EXPECT_NE(bad.status().message().find("tool 'f'"), std::string_view::npos) << bad.status().to_string();
+  }
+  {
+    auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tokenizer/tokenizer.json");
+    ASSERT_TRUE(tok.is_ok());
+    ASSERT_FALSE((*tok)->added_token_id(tokenizer::tokens::kDsml).has_value());
+    ASSERT_FALSE((*tok)->added_token_id(tokenizer::tokens::kThinkEnd).has_value());
+    ConstraintCompiler cc(**tok, *(*tok)->added_token_id(tokenizer::tokens::kEos));
+    ToolCallConstraint c;
+    c.tools = Json::parse(kOneTool);
+    auto g = cc.compile_tool_calls(c);
+    ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+    EXPECT_TRUE((*g)->machine().special_ids.empty());
+    grammar::Matcher m(*g);
+    EXPECT_TRUE(m.accept_string(block));
+    EXPECT_TRUE(m.can_terminate());
+    c.after_reasoning = true;
+    auto gt = cc.compile_tool_calls(c);
+    ASSERT_TRUE(gt.is_ok()) << gt.status().to_string();
+    grammar::Matcher mt(*gt);
+    EXPECT_TRUE(mt.accept_string("Let me call f.</think>" + block));
+    EXPECT_TRUE(mt.can_terminate());
+    grammar::Matcher mt2(*gt);
+    EXPECT_FALSE(mt2.accept_string(block) && mt2.can_terminate());  // the calls come after </think>
+  }
 }
 
 }  // namespace
