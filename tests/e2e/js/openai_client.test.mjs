@@ -255,6 +255,43 @@ const checks = [
     assert.ok(h.usage.prompt_tokens > r.usage.prompt_tokens);
   }],
 
+  ['tool_choice required: a DSML grammar forces tool calls (non-stream and stream), schema-valid', async () => {
+    const tools = [{ type: 'function', function: { name: 'set_level', parameters: { type: 'object',
+      properties: { level: { type: 'integer', minimum: 0, maximum: 9 }, mode: { type: 'string', enum: ['a', 'b'] } },
+      required: ['level', 'mode'] } } }];
+    const valid = (args) => {
+      const a = JSON.parse(args);
+      assert.ok(Number.isInteger(a.level) && a.level >= 0 && a.level <= 9, args);
+      assert.ok(['a', 'b'].includes(a.mode), args);
+      assert.deepEqual(Object.keys(a).sort(), ['level', 'mode']);
+    };
+    const r = await client.chat.completions.create({ model, messages, tools, tool_choice: 'required', parallel_tool_calls: false, n: 2, seed: 3, temperature: 1, max_tokens: 400 });
+    for (const c of r.choices) {
+      assert.equal(c.finish_reason, 'tool_calls');
+      assert.equal(c.message.tool_calls.length, 1);
+      for (const tc of c.message.tool_calls) { assert.equal(tc.function.name, 'set_level'); valid(tc.function.arguments); }
+    }
+    const calls = [];
+    let finish = null;
+    for await (const ch of await client.chat.completions.create({ model, messages, tools, parallel_tool_calls: false,
+      tool_choice: { type: 'function', function: { name: 'set_level' } }, seed: 4, temperature: 1, max_tokens: 400, stream: true })) {
+      for (const x of ch.choices) {
+        for (const d of x.delta?.tool_calls ?? []) {
+          calls[d.index] ??= { name: '', arguments: '' };
+          if (d.function?.name) calls[d.index].name += d.function.name;
+          if (d.function?.arguments) calls[d.index].arguments += d.function.arguments;
+        }
+        if (x.finish_reason) finish = x.finish_reason;
+      }
+    }
+    assert.equal(finish, 'tool_calls');
+    assert.equal(calls.length, 1);
+    assert.equal(calls[0].name, 'set_level');
+    valid(calls[0].arguments);
+    await assert.rejects(client.chat.completions.create({ model, messages, tools, tool_choice: 'required',
+      response_format: { type: 'json_object' }, max_tokens: 4 }), (e) => e instanceof OpenAI.BadRequestError && e.status === 400);
+  }],
+
   ['errors through the client: unknown model -> NotFoundError (404)', async () => {
     await assert.rejects(client.chat.completions.create({ model: 'no-such-model', messages, max_tokens: 2 }),
       (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && typeof e.error?.message === 'string');
