@@ -4,7 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
+
+#include "core/status.h"
 
 namespace deepinfer::v4 {
 
@@ -19,5 +23,15 @@ struct BatchLayout {
   std::vector<int64_t> pos;  // absolute position of every packed token
   int64_t num_tokens() const { return static_cast<int64_t>(pos.size()); }
 };
+
+/// Front-door check of a sequence's new tokens: non-empty, every id in [0, vocab_size).
+inline Status check_token_ids(std::span<const int32_t> tokens, int64_t vocab_size) {
+  if (tokens.empty()) return Status::invalid_argument("empty token sequence");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= vocab_size)
+      return Status::invalid_argument("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                                      " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+  return Status::ok();
+}
 
 }  // namespace deepinfer::v4

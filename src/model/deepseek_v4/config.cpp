@@ -1,4 +1,5 @@
 #include "model/deepseek_v4/config.h"
+#include "loader/json_fields.h"
 
 #include <cmath>
 #include <optional>
@@ -16,49 +17,7 @@ std::string_view attn_kind_name(AttnKind k) {
 
 namespace {
 
-class Reader {
- public:
-  Reader(const nlohmann::json& j, std::string where) : j_(j), where_(std::move(where)) {}
-  Status error(const std::string& msg) const { return Status::invalid_argument(where_ + ": " + msg); }
-  bool has(const char* key) const { return j_.contains(key) && !j_[key].is_null(); }
-
-  Result<int64_t> integer(const char* key, std::optional<int64_t> def = std::nullopt) const {
-    if (!has(key)) {
-      if (def) return *def;
-      return error(std::string("missing field '") + key + "'");
-    }
-    const auto& v = j_[key];
-    if (!v.is_number_integer()) return error(std::string("field '") + key + "' must be an integer");
-    return v.get<int64_t>();
-  }
-  Result<double> number(const char* key, std::optional<double> def = std::nullopt) const {
-    if (!has(key)) {
-      if (def) return *def;
-      return error(std::string("missing field '") + key + "'");
-    }
-    const auto& v = j_[key];
-    if (!v.is_number()) return error(std::string("field '") + key + "' must be a number");
-    return v.get<double>();
-  }
-  Result<bool> boolean(const char* key, bool def) const {
-    if (!has(key)) return def;
-    if (!j_[key].is_boolean()) return error(std::string("field '") + key + "' must be true or false");
-    return j_[key].get<bool>();
-  }
-  Result<std::string> string(const char* key, std::optional<std::string> def = std::nullopt) const {
-    if (!has(key)) {
-      if (def) return *def;
-      return error(std::string("missing field '") + key + "'");
-    }
-    if (!j_[key].is_string()) return error(std::string("field '") + key + "' must be a string");
-    return j_[key].get<std::string>();
-  }
-  const nlohmann::json& json() const { return j_; }
-
- private:
-  const nlohmann::json& j_;
-  std::string where_;
-};
+using Reader = JsonFields;
 
 Result<RopeConfig> parse_rope_dict(const Reader& r, const nlohmann::json& d, const std::string& name) {
   Reader rr(d, "rope_parameters." + name);

@@ -27,12 +27,7 @@ V4Model::V4Model(Checkpoint ck, V4Config cfg, V4Weights w, Backend& backend)
       rope_compress_(cfg_.rope_compress, cfg_.rope_dim) {}
 
 Status V4Model::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) return Status::invalid_argument("empty token sequence");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-      return Status::invalid_argument("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                                      " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")");
-  return Status::ok();
+  return check_token_ids(tokens, cfg_.vocab_size);
 }
 
 void V4Model::block_forward(const BlockWeights& bw, const BatchLayout& layout, std::span<LayerState* const> states,

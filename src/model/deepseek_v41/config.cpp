@@ -1,4 +1,5 @@
 #include "model/deepseek_v41/config.h"
+#include "loader/json_fields.h"
 
 #include <algorithm>
 #include <optional>
@@ -7,49 +8,7 @@ namespace deepinfer::v41 {
 
 namespace {
 
-class Reader {
- public:
-  Reader(const nlohmann::json& j, std::string where) : j_(j), where_(std::move(where)) {}
-  Status error(const std::string& msg) const { return Status::invalid_argument(where_ + ": " + msg); }
-  bool has(const char* k) const { return j_.contains(k) && !j_[k].is_null(); }
-  Result<int64_t> integer(const char* k, std::optional<int64_t> def = std::nullopt) const {
-    if (!has(k)) return def ? Result<int64_t>(*def) : Result<int64_t>(error(std::string("missing field '") + k + "'"));
-    if (!j_[k].is_number_integer()) return error(std::string("field '") + k + "' must be an integer");
-    return j_[k].get<int64_t>();
-  }
-  Result<double> number(const char* k, std::optional<double> def = std::nullopt) const {
-    if (!has(k)) return def ? Result<double>(*def) : Result<double>(error(std::string("missing field '") + k + "'"));
-    if (!j_[k].is_number()) return error(std::string("field '") + k + "' must be a number");
-    return j_[k].get<double>();
-  }
-  Result<bool> boolean(const char* k, bool def) const {
-    if (!has(k)) return def;
-    if (!j_[k].is_boolean()) return error(std::string("field '") + k + "' must be true or false");
-    return j_[k].get<bool>();
-  }
-  Result<std::string> string(const char* k, std::optional<std::string> def = std::nullopt) const {
-    if (!has(k)) return def ? Result<std::string>(*def) : Result<std::string>(error(std::string("missing field '") + k + "'"));
-    if (!j_[k].is_string()) return error(std::string("field '") + k + "' must be a string");
-    return j_[k].get<std::string>();
-  }
-  Result<std::vector<int64_t>> ints(const char* k, bool required) const {
-    std::vector<int64_t> out;
-    if (!has(k)) {
-      if (required) return error(std::string("missing field '") + k + "'");
-      return out;
-    }
-    if (!j_[k].is_array()) return error(std::string("field '") + k + "' must be an array of integers");
-    for (const auto& v : j_[k]) {
-      if (!v.is_number_integer()) return error(std::string("field '") + k + "' must be an array of integers");
-      out.push_back(v.get<int64_t>());
-    }
-    return out;
-  }
-
- private:
-  const nlohmann::json& j_;
-  std::string where_;
-};
+using Reader = JsonFields;
 
 bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 

@@ -34,12 +34,7 @@ V41Model::V41Model(Checkpoint ck, V41Config cfg, V41Weights w, Backend& backend)
       rope_compress_(cfg_.rope_compress, cfg_.rope_dim) {}
 
 Status V41Model::check_tokens(std::span<const int32_t> tokens) const {
-  if (tokens.empty()) return Status::invalid_argument("empty token sequence");
-  for (size_t i = 0; i < tokens.size(); ++i)
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab_size)
-      return Status::invalid_argument("token id " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
-                                      " is outside the vocabulary [0, " + std::to_string(cfg_.vocab_size) + ")");
-  return Status::ok();
+  return v4::check_token_ids(tokens, cfg_.vocab_size);
 }
 
 std::vector<int64_t> V41Model::engram_rows(const std::vector<int32_t>& history, std::span<const int32_t> tokens) const {
