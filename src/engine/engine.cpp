@@ -326,9 +326,22 @@ bool Engine::step() {
     token_ctx += static_cast<double>(plan.tokens[i]) * (s.computed + plan.tokens[i] / 2.0);
   }
   if (batch.empty()) return false;
+  // Grammar masks for the tokens this step samples depend only on tokens already accepted:
+  // compute them on a side thread while the forward runs.
+  std::vector<Sequence*> masked;
+  for (size_t b = 0; b < members.size(); ++b)
+    if (members[b]->needs_mask() &&
+        members[b]->computed + static_cast<int64_t>(batch[b].tokens.size()) == static_cast<int64_t>(members[b]->tokens.size()))
+      masked.push_back(members[b]);
+  std::thread mask_thread;
+  if (!masked.empty())
+    mask_thread = std::thread([&masked] {
+      for (Sequence* s : masked) s->prepare_mask();
+    });
   v4::ForwardOutput out;
   const auto t0 = Clock::now();
   Status st = model_->forward(batch, out);
+  if (mask_thread.joinable()) mask_thread.join();
   cost_.observe(static_cast<double>(plan.total), token_ctx, std::chrono::duration<double>(Clock::now() - t0).count());
   if (!st.is_ok()) {
     DI_LOG(Error, "forward failed: %s", st.to_string().c_str());

@@ -37,11 +37,11 @@ std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
   row.eos_token_ids = eos_ids;
   row.rng = RngKey{*p.seed, static_cast<uint32_t>(sample_index)};
   row.position = static_cast<int64_t>(tokens.size()) - prompt_len;
-  if (matcher_ && grammar_active_) {
+  if (needs_mask()) {
+    if (!mask_ready_) prepare_mask();
+    mask_ready_ = false;
     // Ids outside the grammar's vocabulary (the model's padding rows) are never allowed.
     const int32_t gv = matcher_->grammar().tokenizer().vocab_size();
-    bitmask_.assign(static_cast<size_t>((gv + 31) / 32), 0u);
-    matcher_->fill_next_token_bitmask(bitmask_);
     masked_.assign(logits.begin(), logits.end());
     for (size_t i = 0; i < masked_.size(); ++i) {
       const bool ok = static_cast<int32_t>(i) < gv && ((bitmask_[i >> 5] >> (i & 31)) & 1u);
@@ -64,6 +64,16 @@ std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
   ev.tokens.push_back({r.token, r.logprob, std::move(r.top_logprobs)});
   ctx->stream->push(std::move(ev));
   return check_stop(r.token);
+}
+
+bool Sequence::needs_mask() const { return matcher_ && grammar_active_; }
+
+void Sequence::prepare_mask() {
+  if (!needs_mask()) return;
+  const int32_t gv = matcher_->grammar().tokenizer().vocab_size();
+  bitmask_.assign(static_cast<size_t>((gv + 31) / 32), 0u);
+  matcher_->fill_next_token_bitmask(bitmask_);
+  mask_ready_ = true;
 }
 
 std::optional<FinishInfo> Sequence::check_stop(int32_t token) {

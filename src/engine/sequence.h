@@ -50,6 +50,12 @@ class Sequence {
 
   /// Samples from `logits` (the row after the last token), appends and streams the token.
   std::optional<FinishInfo> append(std::span<const float> logits);
+  /// Structured outputs: computes the grammar mask for the next token from the matcher's current
+  /// state (it depends only on tokens already accepted), so the engine can run it while the
+  /// forward that produces the logits is in flight. append() uses it; without it, append()
+  /// computes the mask itself. No-op without an active grammar.
+  void prepare_mask();
+  bool needs_mask() const;
 
   std::shared_ptr<RequestCtx> ctx;
   int sample_index = 0;
@@ -73,6 +79,7 @@ class Sequence {
   std::unique_ptr<grammar::Matcher> matcher_;  // structured outputs
   bool grammar_active_ = false;                // false until grammar_start_token was generated
   std::vector<uint32_t> bitmask_;
+  bool mask_ready_ = false;
   std::vector<float> masked_;
 };
 
