@@ -51,6 +51,12 @@ class TensorTable {
       if (starts_with(k, prefix)) v.claimed = true, ++n;
     return n;
   }
+  /// How many tensors have been claimed so far.
+  int64_t claimed_count() const {
+    int64_t n = 0;
+    for (const auto& [k, v] : map_) n += v.claimed;
+    return n;
+  }
   Status check_all_claimed(const std::string& dir) const {
     for (const auto& [k, v] : map_)
       if (!v.claimed) return Status::invalid_argument(tensor_where(v.t) + ": unexpected tensor (not part of this "

@@ -40,7 +40,12 @@ Result<V41Config> V41Config::from_json(const nlohmann::json& top, const std::str
   if (static_cast<int64_t>(c.ratios.size()) < c.num_layers)
     return r.error("compress_ratios has " + std::to_string(c.ratios.size()) + " entries for " +
                    std::to_string(c.num_layers) + " layers");
-  c.ratios.resize(c.num_layers);  // entries past num_layers belong to the DSpark stages
+  // Entries past num_layers belong to the DSpark stages, which are window-only ([O] asserts 0).
+  for (size_t i = static_cast<size_t>(c.num_layers); i < c.ratios.size(); ++i)
+    if (c.ratios[i] != 0)
+      return r.error("compress_ratios[" + std::to_string(i) + "] (DSpark stage " + std::to_string(i - c.num_layers) +
+                     ") must be 0: DSpark stages have no compressor");
+  c.ratios.resize(c.num_layers);
   DI_ASSIGN_OR_RETURN(c.kv_sources, r.ints("kv_source_layer_ids", true));
   DI_ASSIGN_OR_RETURN(c.index_sources, r.ints("index_source_layer_ids", true));
   DI_ASSIGN_OR_RETURN(c.candidate_source, r.integer("candidate_source_layer_id", -1));
@@ -76,7 +81,12 @@ Result<V41Config> V41Config::from_json(const nlohmann::json& top, const std::str
   DI_ASSIGN_OR_RETURN(c.engram_compressed_vocab, r.integer("engram_compressed_vocab_size", 0));
   DI_ASSIGN_OR_RETURN(c.num_mtp_layers, r.integer("num_nextn_predict_layers", 0));
   DI_ASSIGN_OR_RETURN(c.dspark_n_routed_experts, r.integer("dspark_n_routed_experts", 0));
-  DI_ASSIGN_OR_RETURN(c.dspark_experts_per_tok, r.integer("dspark_num_experts_per_tok", 0));
+  // The published config spells it dspark_num_experts_per_tok, [O] dspark_n_activated_experts.
+  DI_ASSIGN_OR_RETURN(int64_t act_alt, r.integer("dspark_n_activated_experts", 0));
+  DI_ASSIGN_OR_RETURN(c.dspark_experts_per_tok, r.integer("dspark_num_experts_per_tok", act_alt));
+  if (r.has("dspark_num_experts_per_tok") && r.has("dspark_n_activated_experts") && act_alt != c.dspark_experts_per_tok)
+    return r.error("dspark_num_experts_per_tok contradicts dspark_n_activated_experts");
+  DI_ASSIGN_OR_RETURN(c.dspark_noise_token_id, r.integer("dspark_noise_token_id", -1));
   DI_ASSIGN_OR_RETURN(c.dspark_markov_rank, r.integer("dspark_markov_rank", 0));
   DI_ASSIGN_OR_RETURN(c.dspark_block_size, r.integer("dspark_block_size", 0));
   DI_ASSIGN_OR_RETURN(c.dspark_target_layers, r.ints("dspark_target_layer_ids", false));
@@ -167,6 +177,21 @@ Status V41Config::validate() const {
     for (int64_t l : engram_layers)
       if (l < 0 || l >= num_layers) return bad("engram_layer_ids out of range");
   }
+  if (num_mtp_layers < 0 || dspark_n_routed_experts < 0 || dspark_experts_per_tok < 0 || dspark_markov_rank < 0 ||
+      dspark_block_size < 0)
+    return bad("DSpark sizes must not be negative");
+  if (dspark_topk() > dspark_experts()) return bad("dspark_num_experts_per_tok exceeds the DSpark stages' experts");
+  for (int64_t l : dspark_target_layers)
+    if (l < 0 || l >= num_layers) return bad("dspark_target_layer_ids: layer " + std::to_string(l) + " out of range");
+  if (dspark_noise_token_id >= vocab_size) return bad("dspark_noise_token_id is not in the vocabulary");
+  return Status::ok();
+}
+
+Status V41Config::validate_dspark() const {
+  auto bad = [](const std::string& m) { return Status::invalid_argument(m); };
+  if (num_mtp_layers <= 0) return bad("has num_nextn_predict_layers " + std::to_string(num_mtp_layers) + " (need >= 1)");
+  if (dspark_target_layers.empty()) return bad("has no dspark_target_layer_ids (stage 0's main_proj input)");
+  if (dspark_markov_rank <= 0) return bad("has no positive dspark_markov_rank (the last stage's Markov head)");
   return Status::ok();
 }
 

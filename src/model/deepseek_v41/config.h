@@ -33,9 +33,10 @@ struct V41Config {
   std::vector<int64_t> engram_layers, engram_num_embeddings;
   int64_t engram_max_ngram = 1, engram_vocab_size = 0, engram_n_heads = 0, engram_head_dim = 0;
   int64_t engram_pad_id = 2, engram_compressed_vocab = 0;
-  // DSpark drafter (weights only for now)
+  // DSpark drafter (weights only for now). dspark_n_routed_experts / dspark_num_experts_per_tok 0:
+  // the backbone's (as [O]'s get_moe_config).
   int64_t num_mtp_layers = 0, dspark_n_routed_experts = 0, dspark_experts_per_tok = 0, dspark_markov_rank = 0;
-  int64_t dspark_block_size = 0;
+  int64_t dspark_block_size = 0, dspark_noise_token_id = -1;
   std::vector<int64_t> dspark_target_layers;
   bool tie_word_embeddings = false;
   int64_t fp8_block_rows = 128, fp8_block_cols = 128;
@@ -45,6 +46,11 @@ struct V41Config {
 
   static Result<V41Config> from_json(const nlohmann::json& j, const std::string& where);
   Status validate() const;
+  /// What a checkpoint with DSpark (mtp.*) tensors needs from the config: stages, target layers,
+  /// a Markov rank.
+  Status validate_dspark() const;
+  int64_t dspark_experts() const { return dspark_n_routed_experts > 0 ? dspark_n_routed_experts : n_routed_experts; }
+  int64_t dspark_topk() const { return dspark_experts_per_tok > 0 ? dspark_experts_per_tok : experts_per_tok; }
 
   /// Nearest KV source at or before `layer` (-1: none).
   int64_t kv_source_of(int64_t layer) const;

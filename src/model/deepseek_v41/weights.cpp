@@ -37,9 +37,30 @@ Result<EngramWeights> load_engram(Binder& b, const std::string& p, const V41Conf
   return w;
 }
 
-Result<V41Block> load_block(Binder& b, const std::string& p, const V41Config& c, int64_t l) {
+Result<v4::MoeWeights> load_moe(Binder& b, const std::string& fp, const V41Config& c, int64_t E) {
+  v4::MoeWeights f;
+  const int64_t d = c.hidden, I = c.moe_inter;
+  DI_ASSIGN_OR_RETURN(f.gate, b.linear(fp + ".gate", E, d));
+  DI_ASSIGN_OR_RETURN(f.bias, b.vec(fp + ".gate.bias", {E}));
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string ep = fp + ".experts." + std::to_string(e);
+    DI_ASSIGN_OR_RETURN(Weight w1, b.linear(ep + ".w1", I, d));
+    DI_ASSIGN_OR_RETURN(Weight w2, b.linear(ep + ".w2", d, I));
+    DI_ASSIGN_OR_RETURN(Weight w3, b.linear(ep + ".w3", I, d));
+    f.w1.push_back(std::move(w1));
+    f.w2.push_back(std::move(w2));
+    f.w3.push_back(std::move(w3));
+  }
+  const int64_t SI = I * c.n_shared_experts;
+  DI_ASSIGN_OR_RETURN(f.shared_w1, b.linear(fp + ".shared_experts.w1", SI, d));
+  DI_ASSIGN_OR_RETURN(f.shared_w2, b.linear(fp + ".shared_experts.w2", d, SI));
+  DI_ASSIGN_OR_RETURN(f.shared_w3, b.linear(fp + ".shared_experts.w3", SI, d));
+  return f;
+}
+
+// What every block has: norms, the two mHC sites, the window attention, an MoE of E experts.
+Result<V41Block> load_core(Binder& b, const std::string& p, const V41Config& c, int64_t E) {
   V41Block w;
-  w.ratio = c.ratios[l];
   const int64_t d = c.hidden, H = c.num_heads, D = c.head_dim;
   DI_ASSIGN_OR_RETURN(w.attn_norm, b.vec(p + ".attn_norm.weight", {d}));
   DI_ASSIGN_OR_RETURN(w.ffn_norm, b.vec(p + ".ffn_norm.weight", {d}));
@@ -55,6 +76,16 @@ Result<V41Block> load_block(Binder& b, const std::string& p, const V41Config& c,
   DI_ASSIGN_OR_RETURN(a.kv_norm, b.vec(ap + ".kv_norm.weight", {D}));
   DI_ASSIGN_OR_RETURN(a.wo_a, b.linear(ap + ".wo_a", c.o_groups * c.o_lora_rank, H * D / c.o_groups));
   DI_ASSIGN_OR_RETURN(a.wo_b, b.linear(ap + ".wo_b", d, c.o_groups * c.o_lora_rank));
+  DI_ASSIGN_OR_RETURN(w.ffn, load_moe(b, p + ".ffn", c, E));
+  return w;
+}
+
+Result<V41Block> load_block(Binder& b, const std::string& p, const V41Config& c, int64_t l) {
+  DI_ASSIGN_OR_RETURN(V41Block w, load_core(b, p, c, c.n_routed_experts));
+  w.ratio = c.ratios[l];
+  const int64_t d = c.hidden, D = c.head_dim;
+  auto& a = w.attn;
+  const std::string ap = p + ".attn";
   const bool kv_src = c.is_kv_source(l), idx_src = c.is_index_source(l);
   if (kv_src) {
     V41Compressor cw;
@@ -78,30 +109,49 @@ Result<V41Block> load_block(Binder& b, const std::string& p, const V41Config& c,
     }
     a.indexer = std::move(iw);
   }
-  auto& f = w.ffn;
-  const std::string fp = p + ".ffn";
-  const int64_t E = c.n_routed_experts, I = c.moe_inter;
-  DI_ASSIGN_OR_RETURN(f.gate, b.linear(fp + ".gate", E, d));
-  DI_ASSIGN_OR_RETURN(f.bias, b.vec(fp + ".gate.bias", {E}));
-  for (int64_t e = 0; e < E; ++e) {
-    const std::string ep = fp + ".experts." + std::to_string(e);
-    DI_ASSIGN_OR_RETURN(Weight w1, b.linear(ep + ".w1", I, d));
-    DI_ASSIGN_OR_RETURN(Weight w2, b.linear(ep + ".w2", d, I));
-    DI_ASSIGN_OR_RETURN(Weight w3, b.linear(ep + ".w3", I, d));
-    f.w1.push_back(std::move(w1));
-    f.w2.push_back(std::move(w2));
-    f.w3.push_back(std::move(w3));
-  }
-  const int64_t SI = I * c.n_shared_experts;
-  DI_ASSIGN_OR_RETURN(f.shared_w1, b.linear(fp + ".shared_experts.w1", SI, d));
-  DI_ASSIGN_OR_RETURN(f.shared_w2, b.linear(fp + ".shared_experts.w2", d, SI));
-  DI_ASSIGN_OR_RETURN(f.shared_w3, b.linear(fp + ".shared_experts.w3", SI, d));
   const int64_t ei = c.engram_index(l);
   if (ei >= 0) {
     DI_ASSIGN_OR_RETURN(EngramWeights ew, load_engram(b, p + ".engram", c, c.engram_num_embeddings[ei]));
     w.engram = std::move(ew);
   }
   return w;
+}
+
+// Binds `<p>.weight` under the V4.1 name, or under the 0731 V4 name when only that is present.
+Result<Weight> linear_either(Binder& b, TensorTable& t, const std::string& p, const std::string& alt, int64_t rows,
+                             int64_t cols) {
+  if (t.has(p + ".weight") && t.has(alt + ".weight"))
+    return Status::invalid_argument("both '" + p + ".weight' and '" + alt + ".weight' are present (one tensor, two spellings)");
+  return b.linear(!t.has(p + ".weight") && t.has(alt + ".weight") ? alt : p, rows, cols);
+}
+
+Result<DSparkStage> load_dspark_stage(Binder& b, TensorTable& t, const V41Config& c, int64_t s) {
+  const std::string p = "mtp." + std::to_string(s);
+  const int64_t d = c.hidden, R = c.dspark_markov_rank;
+  b.set_context(" (config.json: num_nextn_predict_layers " + std::to_string(c.num_mtp_layers) +
+                ", so DSpark stage " + std::to_string(s) + " must be complete; dspark_n_routed_experts " +
+                std::to_string(c.dspark_experts()) + ")");
+  DSparkStage st;
+  DI_ASSIGN_OR_RETURN(st.block, load_core(b, p, c, c.dspark_experts()));
+  st.block.ratio = 0;
+  if (s == 0) {
+    const int64_t n_targets = static_cast<int64_t>(c.dspark_target_layers.size());
+    DI_ASSIGN_OR_RETURN(Weight mp, b.linear(p + ".main_proj", d, n_targets * d));
+    st.main_proj = std::move(mp);
+    DI_ASSIGN_OR_RETURN(st.main_norm, b.vec(p + ".main_norm.weight", {d}));
+  }
+  if (s == c.num_mtp_layers - 1) {
+    DI_ASSIGN_OR_RETURN(st.norm, b.vec(p + ".norm.weight", {d}));
+    DI_ASSIGN_OR_RETURN(Weight me, linear_either(b, t, p + ".markov_head.embed", p + ".markov_head.markov_w1",
+                                                 c.vocab_size, R));
+    DI_ASSIGN_OR_RETURN(Weight mh, linear_either(b, t, p + ".markov_head.head", p + ".markov_head.markov_w2",
+                                                 c.vocab_size, R));
+    DI_ASSIGN_OR_RETURN(Weight cf, b.linear(p + ".confidence_head.proj", 1, d + R));
+    st.markov_embed = std::move(me);
+    st.markov_head = std::move(mh);
+    st.confidence = std::move(cf);
+  }
+  return st;
 }
 
 }  // namespace
@@ -126,8 +176,16 @@ Result<V41Weights> V41Weights::load(const Checkpoint& ck, const V41Config& c) {
     DI_ASSIGN_OR_RETURN(V41Block bw, load_block(b, "layers." + std::to_string(l), c, l));
     w.layers.push_back(std::move(bw));
   }
-  // DSpark stages (mtp.0 .. mtp.2): present in the release, used by a later issue.
-  w.dspark_tensors = table.claim_prefix("mtp.");
+  // DSpark stages (mtp.0 .. mtp.{n-1}): optional, but complete when present; used by a later issue.
+  if (table.has_prefix("mtp.")) {
+    DI_TRY(c.validate_dspark().with_context(ck.dir() + ": the checkpoint has mtp.* (DSpark) tensors, but config.json"));
+    const int64_t before = table.claimed_count();
+    for (int64_t s = 0; s < c.num_mtp_layers; ++s) {
+      DI_ASSIGN_OR_RETURN(DSparkStage st, load_dspark_stage(b, table, c, s));
+      w.dspark.push_back(std::move(st));
+    }
+    w.dspark_tensors = table.claimed_count() - before;
+  }
   DI_TRY(table.check_all_claimed(ck.dir()));
   return w;
 }

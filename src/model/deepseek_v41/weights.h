@@ -44,11 +44,28 @@ struct V41Block {
   std::optional<EngramWeights> engram;
 };
 
+// One DSpark drafter stage `mtp.S` (S < num_nextn_predict_layers): a ratio-0 block (window
+// attention, no compressor / indexer / Engram) with its own MoE of dspark_n_routed_experts experts,
+// plus the stage-0 input side and the last stage's output side. The embedding and the LM head are
+// the backbone's. V4.1 has no hc_head here either (deferred mHC: the last FFN's `pre` collapses).
+struct DSparkStage {
+  V41Block block;                      // block.ratio 0, no compressor/indexer/engram
+  // stage 0: main_x = main_norm(main_proj @ concat(mean-of-streams inputs of the target layers))
+  std::optional<Weight> main_proj;     // [d, len(dspark_target_layer_ids) * d]
+  std::vector<float> main_norm;        // [d]
+  // last stage: norm, Markov head, confidence head
+  std::vector<float> norm;             // [d]
+  std::optional<Weight> markov_embed;  // markov_head.embed [vocab, rank] (0731 V4: markov_w1)
+  std::optional<Weight> markov_head;   // markov_head.head  [vocab, rank] (0731 V4: markov_w2)
+  std::optional<Weight> confidence;    // confidence_head.proj [1, d + rank]
+};
+
 struct V41Weights {
   Weight embed, head;
   std::vector<float> norm;
   std::vector<V41Block> layers;
-  int64_t dspark_tensors = 0;  // mtp.* tensors present (counted; their use is a later issue)
+  std::vector<DSparkStage> dspark;  // empty unless the checkpoint has mtp.* tensors (unused by the forward)
+  int64_t dspark_tensors = 0;       // mtp.* tensors bound
 
   static Result<V41Weights> load(const Checkpoint& ck, const V41Config& cfg);
 };
