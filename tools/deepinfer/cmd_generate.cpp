@@ -211,6 +211,9 @@ int run_generate(const GenArgs& a) {
       const Job& job = jobs[todo[k]];
       server::HttpRequest req{"POST", job.chat ? "/v1/chat/completions" : "/v1/completions", job.body, {}};
       server::HttpResponse resp = job.chat ? server::handle_chat(ctx, req) : server::handle_completions(ctx, req);
+      // A slow answer comes back as a deferred body (the server probes the client meanwhile);
+      // in-process there is no client to lose.
+      if (resp.await_body) resp.body = resp.await_body([] { return true; });
       std::lock_guard<std::mutex> lock(out_mu);
       Json j;
       try {
@@ -218,7 +221,7 @@ int run_generate(const GenArgs& a) {
       } catch (const std::exception&) {
         j = Json::object();
       }
-      if (resp.status != 200) {
+      if (resp.status != 200 || !j.contains("choices") || !j["choices"].is_array()) {
         ++failed;
         std::fprintf(stderr, "\ndeepinfer: id %s failed (%d): %s\n", job.key.c_str(), resp.status,
                      j.contains("error") ? j["error"].value("message", "").c_str() : resp.body.c_str());
