@@ -149,6 +149,7 @@ class Engine final : public EngineClient {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   uint64_t arrivals_ = 0;
+  int64_t finishes_ = 0;  // samples finished so far (StreamEvent::finish_index)
   int64_t state_bytes_ = 0;
   int64_t stats_preemptions_ = 0;
   int64_t prompt_tokens_total_ = 0, generation_tokens_total_ = 0;

@@ -20,6 +20,7 @@ struct Collected {
   std::vector<std::vector<int32_t>> tokens;
   std::vector<std::string> finish;
   std::vector<int64_t> cached;
+  std::vector<int64_t> finish_index;
   Status error;
 };
 
@@ -28,6 +29,7 @@ Collected collect(RequestStream& s, int n) {
   c.tokens.resize(n);
   c.finish.resize(n);
   c.cached.resize(n);
+  c.finish_index.resize(n);
   for (;;) {
     auto ev = s.next(std::chrono::milliseconds(20000));
     if (!ev) break;
@@ -36,6 +38,7 @@ Collected collect(RequestStream& s, int n) {
     else if (ev->kind == StreamEvent::Kind::kFinished) {
       c.finish[ev->sample_index] = ev->finish_reason;
       c.cached[ev->sample_index] = ev->cached_prompt_tokens;
+      c.finish_index[ev->sample_index] = ev->finish_index;
     } else
       c.error = ev->error;
   }
@@ -185,7 +188,7 @@ TEST(Engine, HigherPriorityIsAdmittedFirstThenFcfs) {
   o.prefix_cache_bytes = 0;
   auto e = engine(o);
   std::mutex mu;
-  std::vector<std::string> order;
+  std::vector<std::pair<int64_t, std::string>> finished;  // (engine finish index, id)
   std::vector<std::thread> readers;
   auto submit = [&](const std::string& id, int priority, int64_t max_tokens) {
     auto r = make_req(id, prompt_of(static_cast<int>(id[0]), 12), max_tokens);
@@ -196,7 +199,7 @@ TEST(Engine, HigherPriorityIsAdmittedFirstThenFcfs) {
       Collected c = collect(*stream, 1);
       EXPECT_EQ(c.finish[0], "length") << id;
       std::lock_guard<std::mutex> lock(mu);
-      order.push_back(id);
+      finished.emplace_back(c.finish_index[0], id);
     });
   };
   submit("a-running", 0, 400);
@@ -208,6 +211,10 @@ TEST(Engine, HigherPriorityIsAdmittedFirstThenFcfs) {
   submit("e-high", 5, 4);
   submit("f-high", 5, 4);
   for (auto& t : readers) t.join();
+  // The order the engine finished them in (reader threads may wake in any order).
+  std::sort(finished.begin(), finished.end());
+  std::vector<std::string> order;
+  for (const auto& f : finished) order.push_back(f.second);
   const std::vector<std::string> want = {"a-running", "e-high", "f-high", "c-normal", "d-normal", "b-low"};
   EXPECT_EQ(order, want);
 }
@@ -222,7 +229,7 @@ TEST(Engine, PreemptedSequenceDoesNotJumpAHigherPriorityWaitingOne) {
   o.state_capacity_bytes = 2 * 42500 + 2 * 152 * (41 + 100);
   auto e = engine(o);
   std::mutex mu;
-  std::vector<std::string> order;
+  std::vector<std::pair<int64_t, std::string>> finished;  // (engine finish index, id)
   std::vector<std::thread> readers;
   auto submit = [&](const std::string& id, int priority, int prompt_len, int64_t max_tokens) {
     auto r = make_req(id, prompt_of(static_cast<int>(id[0]), prompt_len), max_tokens);
@@ -233,7 +240,7 @@ TEST(Engine, PreemptedSequenceDoesNotJumpAHigherPriorityWaitingOne) {
       Collected c = collect(*stream, 1);
       EXPECT_EQ(c.finish[0], "length") << id;
       std::lock_guard<std::mutex> lock(mu);
-      order.push_back(id);
+      finished.emplace_back(c.finish_index[0], id);
     });
   };
   submit("a-first", 0, 40, 300);
