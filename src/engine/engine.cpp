@@ -210,6 +210,7 @@ void Engine::finish(Sequence& s, const std::string& reason, std::optional<std::s
   ev.prompt_tokens = s.prompt_len;
   ev.completion_tokens = static_cast<int64_t>(s.tokens.size()) - s.prompt_len;
   ev.cached_prompt_tokens = s.cached_tokens;
+  ev.finish_index = finishes_++;
   s.ctx->stream->push(std::move(ev));
   share_at_.erase(&s);
   if (s.state) state_bytes_ -= s.state_bytes;

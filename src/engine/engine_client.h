@@ -51,6 +51,7 @@ struct StreamEvent {
   int64_t prompt_tokens = 0;          // kFinished: usage
   int64_t completion_tokens = 0;      // kFinished: tokens of this sample
   int64_t cached_prompt_tokens = 0;   // kFinished: prompt tokens served from the prefix cache
+  int64_t finish_index = 0;           // kFinished: samples this engine finished before this one
   Status error;                       // kError
 };
 
