@@ -45,6 +45,14 @@ Collected collect(RequestStream& s, int n) {
   return c;
 }
 
+// Request ids in the order the engine finished them (reader threads may wake in any order).
+std::vector<std::string> finish_order(std::vector<std::pair<int64_t, std::string>> finished) {
+  std::sort(finished.begin(), finished.end());
+  std::vector<std::string> order;
+  for (const auto& f : finished) order.push_back(f.second);
+  return order;
+}
+
 EngineRequest make_req(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens, float temperature = 0,
                        std::optional<uint64_t> seed = std::nullopt, int n = 1) {
   EngineRequest r;
@@ -211,10 +219,7 @@ TEST(Engine, HigherPriorityIsAdmittedFirstThenFcfs) {
   submit("e-high", 5, 4);
   submit("f-high", 5, 4);
   for (auto& t : readers) t.join();
-  // The order the engine finished them in (reader threads may wake in any order).
-  std::sort(finished.begin(), finished.end());
-  std::vector<std::string> order;
-  for (const auto& f : finished) order.push_back(f.second);
+  const std::vector<std::string> order = finish_order(finished);
   const std::vector<std::string> want = {"a-running", "e-high", "f-high", "c-normal", "d-normal", "b-low"};
   EXPECT_EQ(order, want);
 }
@@ -250,9 +255,7 @@ TEST(Engine, PreemptedSequenceDoesNotJumpAHigherPriorityWaitingOne) {
   submit("h-high", 5, 10, 4);  // waits for room; b's preemption makes some
   for (auto& t : readers) t.join();
   EXPECT_GT(e->stats().preemptions, 0);
-  std::sort(finished.begin(), finished.end());  // the engine's finish order
-  std::vector<std::string> order;
-  for (const auto& f : finished) order.push_back(f.second);
+  const std::vector<std::string> order = finish_order(finished);
   ASSERT_EQ(order.size(), 3u);
   EXPECT_EQ(order[0], "h-high") << order[0] << " " << order[1] << " " << order[2];
   EXPECT_EQ(order.back(), "b-second");
