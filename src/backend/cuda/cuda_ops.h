@@ -85,7 +85,11 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
 /// softmax statistics and accumulation; P rounded to bf16 before PV (as the reference kernel).
 struct DecodeAttnArgs {
   const uint16_t* q = nullptr;        // [batch, 64, 512] bf16 (normed, roped)
-  const uint16_t* window = nullptr;   // [batch, 128, 512] bf16 ring
+  const uint16_t* window = nullptr;   // [batch, 128, 512] bf16 ring (or [R, 512] rows, below)
+  /// Prefill (one "batch" entry per query token): when set, query b's window rows are rows
+  /// window_row0[b] .. window_row0[b] + n_window[b] - 1 of `window` seen as [R, 512] (the
+  /// chunk's contiguous KV rows) instead of ring b. Same math, same split order.
+  const int64_t* window_row0 = nullptr;  // [batch] (device) or null
   const int32_t* n_window = nullptr;  // [batch] (device)
   const uint16_t* entries = nullptr;  // [E, 512] bf16 compressed rows
   const int32_t* index = nullptr;     // [batch, index_stride] (device)

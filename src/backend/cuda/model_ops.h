@@ -1,0 +1,43 @@
+// CUDA ops the whole V4 model needs beyond one decode layer (issue D): bf16 GEMMs (the
+// checkpoint's bf16 compressor / indexer projections and head), the embedding gather, and the
+// prefill MoE path (MXFP4 experts re-blocked to FP8 128x128 for cuBLASLt, per-expert row offsets).
+// Same conventions as cuda_ops.h: plain C++17, no CUDA types, asynchronous on `stream`, false +
+// last_error() on failure, row-independent math with a reduction order fixed by the shape.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backend/cuda/cuda_ops.h"
+
+namespace deepinfer::cuda {
+
+/// y[M, N] = x[M, K] . W[N, K]^T with x and W bf16, fp32 accumulate, y fp32 (or bf16 when
+/// y_bf16), through cuBLASLt (plans cached per (M, N, K, out type)). A fixed algorithm per shape:
+/// the result of a row does not depend on M only if the caller keeps M fixed (decode graphs do);
+/// say so where batch invariance matters. workspace: fp8_linear_lt_workspace_bytes().
+bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, void* y, bool y_bf16,
+                    void* workspace, void* stream = nullptr);
+
+/// out[t, :] = float(table[ids[t], :]) for a bf16 table [V, d]; ids outside [0, V) give zeros
+/// and set *bad (device int, may be null) to 1.
+bool embed_rows(const uint16_t* table, int64_t V, int64_t d, const int32_t* ids, int64_t T, float* out,
+                int32_t* bad = nullptr, void* stream = nullptr);
+
+/// MXFP4 weight [N, K] (packed e2m1 [N, K/2], low nibble = even column; E8M0 [N, K/32]) ->
+/// FP8 E4M3 [N, K] with fp32 scales [N/128, K/128] (the layout fp8_linear_lt takes with
+/// scale_is_f32): per 128x128 tile, scale = 2^(emax - 127 - 6) with emax the tile's largest E8M0
+/// byte, value = e2m1 * 2^(e - emax + 6) rounded to e4m3. Exact while e >= emax - 11 (smaller
+/// values go to e4m3 subnormals, then zero). Requires N % 128 == 0, K % 128 == 0.
+bool mxfp4_to_fp8_blocks(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint8_t* out,
+                         float* out_scale, void* stream = nullptr);
+
+/// From experts [T, k] (device): counts per expert and offsets [E + 1] (exclusive prefix sum,
+/// offsets[E] = T * k) of the expert-sorted order that moe_build_groups' slot_pos uses (experts
+/// ascending, (token, slot) ascending within one), and slot_pos [T * k] itself. Works for any T
+/// (prefill); one pass of counting + one of placement, deterministic.
+bool moe_sort_tokens(const int32_t* experts, int64_t T, int k, int64_t n_experts, int32_t* offsets,
+                     int32_t* slot_pos, void* workspace, void* stream = nullptr);
+size_t moe_sort_tokens_workspace_bytes(int64_t T, int k, int64_t n_experts);
+
+}  // namespace deepinfer::cuda
