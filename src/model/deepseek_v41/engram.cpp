@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "loader/checkpoint.h"
+#include "model/deepseek_v41/engram_token_map.h"
 
 namespace deepinfer::v41 {
 
@@ -175,13 +176,9 @@ void EngramHasher::hash(const int32_t* back, int64_t* out) const {
   }
 }
 
-Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Config& c) {
-  const std::string path = dir + "/engram_token_map.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    return Status::unsupported(dir + ": Engram needs the compressed token map; engram_token_map.json is absent and "
-                               "deriving it from tokenizer.json (NFKC/NFD/StripAccents normalizers) is not "
-                               "implemented: write it with tools/reference/tokenizer_compress.py");
+namespace {
+
+Result<std::vector<int32_t>> read_token_map_json(const std::string& path) {
   DI_ASSIGN_OR_RETURN(nlohmann::json j, Checkpoint::read_json(path));
   if (!j.is_object() || !j.contains("token_map") || !j["token_map"].is_array())
     return Status::invalid_argument(path + ": missing array 'token_map'");
@@ -190,8 +187,31 @@ Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Con
     if (!v.is_number_integer()) return Status::invalid_argument(path + ": token_map entries must be integers");
     tm.push_back(v.get<int32_t>());
   }
-  (void)c;
   return tm;
+}
+
+}  // namespace
+
+Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Config& c) {
+  const std::string json_path = dir + "/engram_token_map.json", tok_path = dir + "/tokenizer.json";
+  std::error_code ec;
+  const bool has_json = std::filesystem::exists(json_path, ec), has_tok = std::filesystem::exists(tok_path, ec);
+  if (!has_tok) {
+    if (has_json) return read_token_map_json(json_path);  // nothing to derive it from: taken as given
+    return Status::not_found(dir + ": Engram needs the compressed token map: neither tokenizer.json (to derive it) "
+                             "nor engram_token_map.json is present");
+  }
+  DI_ASSIGN_OR_RETURN(CompressedTokenMap derived, derive_compressed_token_map_file(tok_path));
+  if (derived.compressed_vocab != c.engram_compressed_vocab)
+    return Status::invalid_argument(tok_path + ": the compressed token map derived from it has " +
+                                    std::to_string(derived.compressed_vocab) +
+                                    " distinct ids but engram_compressed_vocab_size is " +
+                                    std::to_string(c.engram_compressed_vocab));
+  if (has_json) {
+    DI_ASSIGN_OR_RETURN(std::vector<int32_t> stored, read_token_map_json(json_path));
+    DI_TRY(compare_token_maps(derived.token_map, stored, json_path + " disagrees with the map derived from tokenizer.json"));
+  }
+  return std::move(derived.token_map);
 }
 
 void engram_forward(CpuOps& ops, const V41Config& c, const EngramWeights& w, const int64_t* hash_ids, int64_t N,

@@ -52,10 +52,11 @@ class EngramHasher {
   std::vector<std::vector<int64_t>> offsets_, mult_;
 };
 
-/// Reads the compressed token map of a model folder: `engram_token_map.json`
-/// ({"token_map": [ids]}, as tools/reference/tokenizer_compress.py writes it). Deriving it from
-/// tokenizer.json needs the tokenizers normalizer sequence (NFKC, NFD, StripAccents, ...), which
-/// the engine does not implement; the error says so.
+/// The compressed token map of a model folder: derived from tokenizer.json
+/// (engram_token_map.h); its number of distinct ids must equal engram_compressed_vocab_size. When
+/// `engram_token_map.json` ({"token_map": [ids]}, tools/reference/tokenizer_compress.py) is present
+/// too it must equal the derived map (the error names the first differing token id); without
+/// tokenizer.json the JSON is taken as given.
 Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Config& c);
 
 /// X [N, hc, d] += gate * value with rows = table[hash_ids] (hash_ids [N, cols]).
