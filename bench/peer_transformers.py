@@ -220,7 +220,10 @@ def build_model(torch, cfg_dict, args):
     if config.layer_types != cfg_dict["layer_types"]:
         raise RuntimeError(f"config folded layer_types to {config.layer_types}")
     if args.experts_impl:
-        config._experts_implementation = args.experts_impl
+        try:
+            config._experts_implementation = args.experts_impl
+        except Exception as exc:  # noqa: BLE001 - set_experts_implementation below may still work
+            log(f"config._experts_implementation = {args.experts_impl!r} failed: {exc}")
     torch.manual_seed(args.seed)
     with torch.device("cuda"):
         try:
@@ -229,12 +232,26 @@ def build_model(torch, cfg_dict, args):
             model = DeepseekV4ForCausalLM._from_config(config, torch_dtype=torch.bfloat16)
     if args.experts_impl and hasattr(model, "set_experts_implementation"):
         model.set_experts_implementation(args.experts_impl)
-    off_gpu = sorted({str(p.device) for p in model.parameters() if p.device.type != "cuda"})
-    if off_gpu:
-        raise RuntimeError(f"parameters were created on {off_gpu}, not on the GPU")
+    model = ensure_on_gpu(torch, model)
     model.eval()
     rerandomise(torch, model, config)
     return model
+
+
+def ensure_on_gpu(torch, model):
+    """Should transformers have ignored the torch.device("cuda") context: a meta model is materialised on
+    the GPU and initialised there (to_empty + _init_weights); a CPU one is moved (slow)."""
+    devices = {p.device.type for p in model.parameters()}
+    if devices == {"cuda"}:
+        return model
+    log(f"parameters were created on {sorted(devices)}, not on the GPU")
+    if devices == {"meta"}:
+        model = model.to_empty(device="cuda")
+        with torch.no_grad():
+            for module in model.modules():
+                model._init_weights(module)
+        return model
+    return model.to("cuda")
 
 
 def rerandomise(torch, model, config):
@@ -351,6 +368,7 @@ def measure_prefill(torch, model, vocab, tokens, args):
         "tokens_per_s": round(tokens / med, 1),
         "step_ms": round(med * 1e3, 3),
         "timed_reps": len(times),
+        "logits": "last position only (logits_to_keep=1)",
         "finite": finite,
     }
 
