@@ -4,13 +4,17 @@
 //     4e-3 (bf16 rounding of y); the scale layouts are probed when the first check fails;
 //   decode_attention vs a float64 reference on the same bf16 q / K rows: 1e-2 (bf16 P before PV
 //     and the bf16 output; measured values are printed); every output element written (poisoned
-//     first); a sequence's output bitwise equal alone and in a batch of 8.
+//     first); a sequence's output bitwise equal alone and in a batch of 8;
+//   prefill mode (window_row0): bitwise equal to the ring mode on the same rows, 1e-2 vs the
+//     reference, a batch past the 65535 grid rows equal to its slices; the 8192-query speed printed.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
 
 #include "backend/backend.h"
+#include "backend/cuda/layer_ops.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer {
@@ -201,11 +205,14 @@ struct AttnDev {
         out(size_t(a.B) * kH * kD * 2) {}
 };
 
-// Runs the kernel (output poisoned first) and returns the bf16 output.
-std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_rows) {
+// Runs the kernel (output poisoned first) and returns the bf16 output. With `rows` / `row0`, the
+// window rows come from rows[row0[b] + i] (prefill mode) instead of the ring.
+std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
+                                    const Dev* row0 = nullptr) {
   dc::DecodeAttnArgs args;
   args.q = d.q.as<uint16_t>();
-  args.window = d.ring.as<uint16_t>();
+  args.window = rows ? rows->as<uint16_t>() : d.ring.as<uint16_t>();
+  if (row0) args.window_row0 = row0->as<int64_t>();
   args.n_window = d.nw.as<int32_t>();
   args.entries = d.entries.as<uint16_t>();
   args.index = d.idx.as<int32_t>();
@@ -273,6 +280,169 @@ TEST(CudaAttention, BatchInvariant) {
     const auto o1 = run_attention(one, d1, split);
     const auto o8 = run_attention(many, d8, split);
     EXPECT_EQ(0, std::memcmp(o1.data(), o8.data(), size_t(kH) * kD * 2)) << "split " << split;
+  }
+}
+
+// ---------------- prefill mode (window_row0) ----------------
+
+// First differing index of two equal-length arrays, or -1.
+int64_t first_mismatch(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != y[i]) return static_cast<int64_t>(i);
+  return -1;
+}
+
+// Query b's window = rows row0[b] .. row0[b] + nw[b] - 1 of a chunk of R contiguous rows: the
+// output equals the ring mode on the same rows bit for bit, and the float64 reference.
+TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(23);
+  const auto freq = inv_freq_table();
+  const int B = 150, R = 400, E = 1500;
+  std::uniform_int_distribution<int> nwd(1, kRing), nid(0, 600);
+  std::vector<std::pair<int, int>> rows;
+  for (int b = 0; b < B; ++b) {
+    const int nw = b == 0 ? 1 : b % 5 == 1 ? kRing : nwd(rng);
+    const int ni = b % 7 == 0 ? 0 : b % 7 == 1 ? 512 : nid(rng);
+    rows.push_back({nw, ni});
+  }
+  AttnBatch a = make_batch(rows, E, rng, 2.f);
+  const auto chunk = to_bf16(randn(size_t(R) * kD, rng));
+  std::vector<int64_t> row0(B);
+  for (int b = 0; b < B; ++b) {
+    row0[b] = std::uniform_int_distribution<int>(0, R - a.nw[b])(rng);
+    std::copy(chunk.begin() + row0[b] * kD, chunk.begin() + (row0[b] + a.nw[b]) * kD,
+              a.ring.begin() + size_t(b) * kRing * kD);
+  }
+  AttnDev d(a, freq);
+  Dev dchunk(chunk.data(), chunk.size() * 2), drow0(row0.data(), row0.size() * 8);
+  for (int split : {64, 512, 1024}) {
+    const auto ring = run_attention(a, d, split);
+    const auto pre = run_attention(a, d, split, &dchunk, &drow0);
+    const int64_t bad = first_mismatch(ring, pre);
+    EXPECT_EQ(bad, -1) << "split " << split << ": prefill differs from ring mode first at element " << bad
+                       << " (query " << bad / (kH * kD) << ", head " << (bad / kD) % kH << ", dim " << bad % kD << ")";
+    double worst = 0;
+    for (int b = 0; b < B; b += 6) {
+      std::vector<float> ref(size_t(kH) * kD), y(size_t(kH) * kD);
+      ref_attention(a, b, freq, ref.data());
+      for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(pre[size_t(b) * kH * kD + i]);
+      const double e = rel_l2(y, ref);
+      worst = std::max(worst, e);
+      EXPECT_LT(e, 1e-2) << "split " << split << " query " << b << " (" << a.nw[b] << " win + " << a.ni[b] << " cmp)";
+    }
+    std::printf("prefill split=%-4d %d queries: bitwise == ring mode: %s; worst rel_l2 vs reference %.2e\n", split, B,
+                bad < 0 ? "yes" : "NO", worst);
+  }
+}
+
+// Device-side data of a prefill batch: q [B, 64, 512] and chunk rows random on the device, query b's
+// window = rows b .. b + nw - 1, `ni` compressed rows from `E` entries each.
+struct PrefillDev {
+  int64_t B, R, E;
+  int ni;
+  Dev q, rows, entries, idx, nw, nis, pos, row0, sink, freq, out;
+  PrefillDev(int64_t B_, int nw_, int ni_, int64_t E_, std::mt19937& rng)
+      : B(B_), R(B_ + nw_ - 1), E(E_), ni(ni_), q(size_t(B) * kH * kD * 2), rows(size_t(R) * kD * 2),
+        entries(size_t(E) * kD * 2), idx(size_t(B) * std::max(ni, 1) * 4), nw(size_t(B) * 4), nis(size_t(B) * 4),
+        pos(size_t(B) * 4), row0(size_t(B) * 8), sink(kH * 4), freq(32 * 4), out(size_t(B) * kH * kD * 2) {
+    EXPECT_TRUE(dc::fill_random(q.p, B * kH * kD, dc::RandomKind::kBf16, 3.f, 0.f, 1));
+    EXPECT_TRUE(dc::fill_random(rows.p, R * kD, dc::RandomKind::kBf16, 1.7f, 0.f, 2));
+    EXPECT_TRUE(dc::fill_random(entries.p, E * kD, dc::RandomKind::kBf16, 1.7f, 0.f, 3));
+    std::vector<int32_t> hidx(size_t(B) * std::max(ni, 1)), hnw(B, nw_), hni(B, ni), hpos(B);
+    std::vector<int64_t> hrow0(B);
+    std::uniform_int_distribution<int> pick(0, int(E) - 1);
+    for (auto& v : hidx) v = pick(rng);
+    for (int64_t b = 0; b < B; ++b) hpos[b] = int32_t(b + 4096), hrow0[b] = b;
+    const auto hsink = randn(kH, rng);
+    const auto f = inv_freq_table();
+    EXPECT_TRUE(dc::copy_to_device(idx.p, hidx.data(), hidx.size() * 4));
+    EXPECT_TRUE(dc::copy_to_device(nw.p, hnw.data(), hnw.size() * 4));
+    EXPECT_TRUE(dc::copy_to_device(nis.p, hni.data(), hni.size() * 4));
+    EXPECT_TRUE(dc::copy_to_device(pos.p, hpos.data(), hpos.size() * 4));
+    EXPECT_TRUE(dc::copy_to_device(row0.p, hrow0.data(), hrow0.size() * 8));
+    EXPECT_TRUE(dc::copy_to_device(sink.p, hsink.data(), hsink.size() * 4));
+    EXPECT_TRUE(dc::copy_to_device(freq.p, f.data(), f.size() * 4));
+  }
+  // Arguments for queries [b0, b0 + n) (pointer offsets into the same buffers).
+  dc::DecodeAttnArgs args(int64_t b0, int64_t n, int split_rows) const {
+    dc::DecodeAttnArgs a;
+    const int64_t stride = std::max(ni, 1);
+    a.q = q.as<uint16_t>() + b0 * kH * kD;
+    a.window = rows.as<uint16_t>();
+    a.window_row0 = row0.as<int64_t>() + b0;
+    a.n_window = nw.as<int32_t>() + b0;
+    a.entries = entries.as<uint16_t>();
+    a.index = idx.as<int32_t>() + b0 * stride;
+    a.n_index = nis.as<int32_t>() + b0;
+    a.index_stride = stride;
+    a.sink = sink.as<float>();
+    a.pos = pos.as<int32_t>() + b0;
+    a.inv_freq = freq.as<float>();
+    a.out = out.as<uint16_t>() + b0 * kH * kD;
+    a.batch = static_cast<int32_t>(n);
+    a.max_rows = kRing + ni;
+    a.split_rows = split_rows;
+    return a;
+  }
+};
+
+// A batch past the 65535 grid rows (launched in slices): queries around and after the slice
+// boundary equal the same queries run as a small batch.
+TEST(CudaAttention, PrefillBeyondGridLimit) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(24);
+  const int64_t B = 65535 + 300, b0 = 65535 - 100, n = 400;
+  PrefillDev p(B, kRing, 64, 4096, rng);
+  const auto big = p.args(0, B, 256);
+  ASSERT_EQ(dc::decode_attention_workspace_bytes(big), 0u);
+  ASSERT_TRUE(dc::decode_attention(big, nullptr)) << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  const size_t qe = size_t(kH) * kD;
+  std::vector<uint16_t> all(size_t(B) * qe);
+  ASSERT_TRUE(dc::copy_to_host(all.data(), p.out.p, all.size() * 2));
+  std::vector<uint16_t> from_big(all.begin() + b0 * qe, all.begin() + (b0 + n) * qe);
+  size_t nonfinite = 0;
+  for (auto v : all) nonfinite += !std::isfinite(bf16_to_f32(v));
+  std::vector<uint16_t> poison(n * qe, 0xffff);
+  ASSERT_TRUE(dc::copy_to_device(p.out.as<uint16_t>() + b0 * qe, poison.data(), poison.size() * 2));
+  ASSERT_TRUE(dc::decode_attention(p.args(b0, n, 256), nullptr)) << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  std::vector<uint16_t> small(n * qe);
+  ASSERT_TRUE(dc::copy_to_host(small.data(), p.out.as<uint16_t>() + b0 * qe, small.size() * 2));
+  const int64_t bad = first_mismatch(from_big, small);
+  std::printf("prefill %lld queries (grid slices of 65535): non-finite outputs %zu; queries %lld..%lld == small batch: %s\n",
+              (long long)B, nonfinite, (long long)b0, (long long)(b0 + n - 1), bad < 0 ? "yes" : "NO");
+  EXPECT_EQ(nonfinite, 0u);
+  EXPECT_EQ(bad, -1) << "first mismatch at query " << b0 + bad / int64_t(qe) << " element " << bad % int64_t(qe);
+}
+
+// Speed of a prefill chunk: 8192 queries x (128 window + 512 compressed rows). Printed against
+// the tensor-core work (QK^T + PV: T * 64 heads * 640 rows * 512 * 4 flop).
+TEST(CudaAttention, PrefillSpeed) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(25);
+  const int64_t T = 8192;
+  PrefillDev p(T, kRing, 512, 2048, rng);
+  const double flop = double(T) * kH * 640 * kD * 4;
+  for (int split : {1024, 512}) {
+    const auto a = p.args(0, T, split);
+    Dev ws(dc::decode_attention_workspace_bytes(a));
+    ASSERT_TRUE(dc::decode_attention(a, ws.p)) << dc::last_error();  // warm-up
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const int reps = 10;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) ASSERT_TRUE(dc::decode_attention(a, ws.p));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+    std::vector<uint16_t> o(size_t(64) * kH * kD);  // the first 64 queries must be finite
+    ASSERT_TRUE(dc::copy_to_host(o.data(), p.out.p, o.size() * 2));
+    size_t nonfinite = 0;
+    for (auto v : o) nonfinite += !std::isfinite(bf16_to_f32(v));
+    EXPECT_EQ(nonfinite, 0u);
+    std::printf("prefill speed T=%lld 128 win + 512 cmp, split=%d (%s, workspace %.2f GB): %.3f ms, %.1f TFLOP/s\n",
+                (long long)T, split, split >= 640 ? "1 split" : "2 splits + merge", double(dc::decode_attention_workspace_bytes(a)) / 1e9,
+                ms, flop / ms / 1e9);
   }
 }
 

@@ -9,11 +9,19 @@
 // merges the splits in split order. Nothing depends on the batch, so a row's output is bitwise the
 // same in any batch. A single-split sequence is finished in the first kernel by the same function.
 //
+// Prefill (window_row0 set): "sequence" b is one query token whose window rows are contiguous rows
+// window_row0[b].. of the chunk's KV rows instead of ring b; only the row address differs, so the
+// result is bitwise that of the ring mode on the same rows. Batches beyond the 65535 grid rows are
+// launched in slices (a row's result does not depend on its slice). For thousands of queries use
+// split_rows >= max_rows: one split per query needs no workspace (several need
+// batch * splits * 64 * 514 * 4 bytes, 2.2 GB for 8192 queries of 640 rows at split 512).
+//
 // Math: bf16 q and K/V rows (as the reference kernel), QK^T and PV on the tensor cores
 // (mma.sync m16n8k16 bf16, fp32 accumulate), P rounded to bf16 for PV (as the reference), softmax
 // statistics in fp32, output bf16.
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -102,7 +110,8 @@ __device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, 
 }
 
 __global__ void __launch_bounds__(kThreads, 1)
-    attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits) {
+    attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
+                      int b_base) {
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
   bf16* sK = sQ + kH * kStride;  // 2 stages
@@ -116,13 +125,14 @@ __global__ void __launch_bounds__(kThreads, 1)
                                       // stores could not be hoisted (possible aliasing) and
                                       // serialised the finish on load latency
 
-  const int b = blockIdx.y, split = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int b = b_base + blockIdx.y, split = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nw = min(a.n_window[b], kRing), ni = a.n_index[b], total = nw + ni;
   const int nsplit = num_splits(total, a.split_rows);
   if (split >= nsplit) return;
   const int r0 = split * a.split_rows, r1 = min(total, r0 + a.split_rows);
   const int ntiles = max(1, (r1 - r0 + kTile - 1) / kTile);
-  const bf16* ring = reinterpret_cast<const bf16*>(a.window) + size_t(b) * kRing * kD;
+  const bf16* ring = reinterpret_cast<const bf16*>(a.window) +
+                    (a.window_row0 ? size_t(a.window_row0[b]) * kD : size_t(b) * kRing * kD);
   const bf16* entries = reinterpret_cast<const bf16*>(a.entries);
   const int32_t* idx = a.index + size_t(b) * a.index_stride;
 
@@ -348,9 +358,13 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   DecodeAttnArgs args = a;
   if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
   if (!args.entries) args.entries = args.window;
-  attn_split_kernel<<<dim3(max_splits, a.batch), kThreads, kSmemBytes, as_stream(stream)>>>(args, ws_o, ws_ml,
-                                                                                             max_splits);
-  if (!check_launch("decode_attention split")) return false;
+  constexpr int kMaxGridY = 65535;
+  for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {
+    const int nb = std::min(kMaxGridY, a.batch - b0);
+    attn_split_kernel<<<dim3(max_splits, nb), kThreads, kSmemBytes, as_stream(stream)>>>(args, ws_o, ws_ml,
+                                                                                          max_splits, b0);
+    if (!check_launch("decode_attention split")) return false;
+  }
   if (max_splits > 1) {
     attn_combine_kernel<<<dim3(a.batch, kH / kCombineHeads), 256, 0, as_stream(stream)>>>(args, ws_o, ws_ml, max_splits);
     if (!check_launch("decode_attention combine")) return false;

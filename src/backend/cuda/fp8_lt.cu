@@ -6,82 +6,34 @@
 // (K x N column-major, op T) and B = x stored [M][K] row-major (K x M column-major, op N); D is
 // y[M][N] row-major. Scale layouts (as PyTorch's _scaled_mm passes them on SM90): A's 128x128
 // scales [N/128][K/128] row-major (the checkpoint's order), B's 1x128 scales [K/128][M] ("M-major").
-#include <cublasLt.h>
-
-#include <map>
-#include <mutex>
-#include <tuple>
-
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/lt_plan.cuh"
 
 namespace deepinfer::cuda {
 
 using detail::as_stream;
 using detail::check_launch;
 using detail::fail;
+using detail::kLtWorkspace;
 
 namespace {
 
-constexpr size_t kLtWorkspace = size_t(32) << 20;
-
-struct Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-};
-
-std::mutex g_mu;
-cublasLtHandle_t g_lt = nullptr;
-std::map<std::tuple<int64_t, int64_t, int64_t, bool>, Plan> g_plans;
-
-bool lt_fail(const char* what, cublasStatus_t st) {
-  return fail(std::string("fp8_linear_lt: ") + what + " (cublas status " + std::to_string(int(st)) + ")");
-}
-
-// Builds (once per shape) the descriptors and asks the heuristic for an algorithm.
-bool get_plan(int64_t M, int64_t N, int64_t K, bool y_bf16, const void* sa, const void* sb, Plan** out) {
-  auto key = std::make_tuple(M, N, K, y_bf16);
-  auto it = g_plans.find(key);
-  if (it != g_plans.end()) {
-    *out = &it->second;
-    return true;
-  }
-  cublasStatus_t st;
-  if (!g_lt && (st = cublasLtCreate(&g_lt)) != CUBLAS_STATUS_SUCCESS) return lt_fail("cublasLtCreate", st);
-  Plan p;
+// The descriptors of one shape (the cache asks the heuristic for the algorithm).
+cublasStatus_t build_fp8_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t K, bool y_bf16, const void* sa,
+                              const void* sb) {
   const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
   const int32_t modeA = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, modeB = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const cudaDataType_t dt = y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
-  if ((st = cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
-    return lt_fail("desc", st);
+  cublasStatus_t st;
+  if ((st = cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS) return st;
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &modeA, sizeof(modeA));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &modeB, sizeof(modeB));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
-  if ((st = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K)) != CUBLAS_STATUS_SUCCESS ||
-      (st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K)) != CUBLAS_STATUS_SUCCESS ||
-      (st = cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N)) != CUBLAS_STATUS_SUCCESS)
-    return lt_fail("layout", st);
-  cublasLtMatmulPreference_t pref;
-  cublasLtMatmulPreferenceCreate(&pref);
-  const size_t ws = kLtWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t res[8] = {};
-  int found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(g_lt, p.desc, p.a, p.b, p.d, p.d, pref, 8, res, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-    cublasLtMatrixLayoutDestroy(p.a), cublasLtMatrixLayoutDestroy(p.b), cublasLtMatrixLayoutDestroy(p.d);
-    cublasLtMatmulDescDestroy(p.desc);
-    return fail("fp8_linear_lt: no cuBLASLt algorithm for M=" + std::to_string(M) + " N=" + std::to_string(N) +
-                " K=" + std::to_string(K) + (y_bf16 ? " (bf16 out)" : " (fp32 out)") + ", status " +
-                std::to_string(int(st)));
-  }
-  p.algo = res[0].algo;
-  *out = &(g_plans[key] = p);
-  return true;
+  if ((st = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K)) != CUBLAS_STATUS_SUCCESS) return st;
+  if ((st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K)) != CUBLAS_STATUS_SUCCESS) return st;
+  return cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N);
 }
 
 __global__ void scales_to_f32_kernel(const uint8_t* __restrict__ s, int64_t n, float* __restrict__ out) {
@@ -110,17 +62,20 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   if (!w.scale_is_f32) return fail("fp8_linear_lt: weight scales must be fp32 (fp8_scales_to_f32)");
   if (w.n % 128 || w.k % 128) return fail("fp8_linear_lt: N, K must be multiples of 128");
   if (!workspace) return fail("fp8_linear_lt: workspace (fp8_linear_lt_workspace_bytes) required");
-  std::lock_guard<std::mutex> lock(g_mu);
-  Plan* p = nullptr;
-  if (!get_plan(M, w.n, w.k, y_bf16, w.scale, xs_t, &p)) return false;
+  detail::LtCache& c = detail::lt_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  detail::LtPlan* p = nullptr;
+  const detail::LtKey key{int(detail::LtKind::kFp8Block), M, w.n, w.k, y_bf16};
+  auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, y_bf16, w.scale, xs_t); };
+  if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p)) return false;
   const void* sa = w.scale;
   const void* sb = xs_t;
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
   const float one = 1.f, zero = 0.f;
-  const cublasStatus_t st = cublasLtMatmul(g_lt, p->desc, &one, w.data, p->a, xq, p->b, &zero, y, p->d, y, p->d,
+  const cublasStatus_t st = cublasLtMatmul(c.handle, p->desc, &one, w.data, p->a, xq, p->b, &zero, y, p->d, y, p->d,
                                            &p->algo, workspace, kLtWorkspace, as_stream(stream));
-  if (st != CUBLAS_STATUS_SUCCESS) return lt_fail("cublasLtMatmul", st);
+  if (st != CUBLAS_STATUS_SUCCESS) return detail::lt_fail("fp8_linear_lt", "cublasLtMatmul", st);
   return true;
 }
 

@@ -1,0 +1,313 @@
+// Parity of the model-level CUDA ops (model_ops.h).
+//   bf16_linear_lt vs a float64 dot of the same bf16 inputs: rel L2 1e-3 (fp32 out), 1e-2 (bf16
+//     out), plus max abs error printed;
+//   embed_rows: exact rows, zeros and the bad flag for ids outside [0, V);
+//   mxfp4_to_fp8_blocks: fp8 * scale == the MXFP4 value exactly in tiles whose E8M0 spread is
+//     <= 11, == the e4m3 rounding of value / scale otherwise; dequant_mxfp4_to_bf16 agrees on the
+//     exact tiles; fp8_linear_lt over the converted expert == the bf16 GEMM over the dequantised
+//     expert (rel 1e-5: only the accumulation order differs);
+//   moe_sort_tokens: offsets = exclusive scan of the counts, slot_pos = the stable expert sort
+//     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192).
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+
+#include "backend/cuda/layer_ops.h"
+#include "backend/cuda/model_ops.h"
+#include "cuda_test_util.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace cudatest;
+
+std::vector<uint16_t> rand_bf16(size_t n, std::mt19937& rng, float sd) {
+  auto v = randn(n, rng, sd);
+  std::vector<uint16_t> b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = f32_to_bf16(v[i]);
+  return b;
+}
+
+struct ErrStats {
+  double rel_l2 = 0, max_abs = 0;
+  int64_t worst = -1;
+};
+ErrStats compare(const std::vector<float>& y, const std::vector<double>& ref) {
+  ErrStats s;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = std::isfinite(y[i]) ? std::fabs(double(y[i]) - ref[i]) : INFINITY;
+    num += d * d, den += ref[i] * ref[i];
+    if (!(d <= s.max_abs)) s.max_abs = d, s.worst = int64_t(i);
+  }
+  s.rel_l2 = std::sqrt(num / std::max(den, 1e-30));
+  return s;
+}
+
+// ---------------- bf16 GEMM ----------------
+
+TEST(CudaModelOps, Bf16LinearMatchesDoubleDot) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(31);
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{1, 4096, 1024}, {37, 512, 4096}, {256, 1536, 1024}, {5, 136, 7168}};
+  Dev ws(dc::fp8_linear_lt_workspace_bytes());
+  for (const auto& s : shapes) {
+    const auto x = rand_bf16(s.M * s.K, rng, 1.f), w = rand_bf16(s.N * s.K, rng, 0.05f);
+    std::vector<double> ref(s.M * s.N);
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t n = 0; n < s.N; ++n) {
+        double acc = 0;
+        for (int64_t k = 0; k < s.K; ++k) acc += double(bf16_to_f32(x[m * s.K + k])) * bf16_to_f32(w[n * s.K + k]);
+        ref[m * s.N + n] = acc;
+      }
+    Dev dx(x.data(), x.size() * 2), dw(w.data(), w.size() * 2);
+    for (bool out_bf16 : {false, true}) {
+      Dev dy(s.M * s.N * 4);
+      std::vector<uint8_t> poison(s.M * s.N * 4, 0xff);
+      ASSERT_TRUE(dc::copy_to_device(dy.p, poison.data(), poison.size()));
+      ASSERT_TRUE(dc::bf16_linear_lt(dx.as<uint16_t>(), s.M, dw.as<uint16_t>(), s.N, s.K, dy.p, out_bf16, ws.p))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      std::vector<float> y(s.M * s.N);
+      if (out_bf16) {
+        const auto yb = download<uint16_t>(dy, y.size());
+        for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(yb[i]);
+      } else {
+        y = download<float>(dy, y.size());
+      }
+      const ErrStats e = compare(y, ref);
+      std::printf("bf16_linear_lt M=%-4lld N=%-5lld K=%-5lld %s: rel_l2 %.2e, max abs %.2e at [%lld, %lld]\n",
+                  (long long)s.M, (long long)s.N, (long long)s.K, out_bf16 ? "bf16" : "f32 ", e.rel_l2, e.max_abs,
+                  (long long)(e.worst / s.N), (long long)(e.worst % s.N));
+      EXPECT_LT(e.rel_l2, out_bf16 ? 1e-2 : 1e-3) << "M=" << s.M << " N=" << s.N << " K=" << s.K;
+    }
+  }
+}
+
+// ---------------- embedding ----------------
+
+TEST(CudaModelOps, EmbedRowsExactAndBadIds) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(32);
+  for (int64_t d : {int64_t(7168), int64_t(100)}) {  // 16-byte path and the scalar path
+    const int64_t V = 1000;
+    const auto table = rand_bf16(V * d, rng, 1.f);
+    Dev dt(table.data(), table.size() * 2);
+    for (bool with_bad : {false, true}) {
+      std::vector<int32_t> ids = {0, 999, 17, 17, 500};
+      if (with_bad) ids.insert(ids.begin() + 2, {-1, 1000, int32_t(1) << 30});
+      const int64_t T = int64_t(ids.size());
+      Dev di(ids.data(), ids.size() * 4), dout(T * d * 4), dbad(4);
+      std::vector<float> poison(T * d, NAN);
+      ASSERT_TRUE(dc::copy_to_device(dout.p, poison.data(), poison.size() * 4));
+      const int32_t zero = 0;
+      ASSERT_TRUE(dc::copy_to_device(dbad.p, &zero, 4));
+      ASSERT_TRUE(dc::embed_rows(dt.as<uint16_t>(), V, d, di.as<int32_t>(), T, dout.as<float>(), dbad.as<int32_t>()))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const auto out = download<float>(dout, T * d);
+      const int32_t bad = download<int32_t>(dbad, 1)[0];
+      int64_t first = -1, wrong = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < d; ++c) {
+          const bool ok = ids[t] >= 0 && ids[t] < V;
+          const float want = ok ? bf16_to_f32(table[ids[t] * d + c]) : 0.f;
+          const float got = out[t * d + c];
+          if (!(got == want && std::signbit(got) == std::signbit(want))) {
+            if (first < 0) first = t * d + c;
+            ++wrong;
+          }
+        }
+      std::printf("embed_rows d=%lld T=%lld%s: %lld wrong (first at %lld), bad flag %d\n", (long long)d,
+                  (long long)T, with_bad ? " (3 bad ids)" : "", (long long)wrong, (long long)first, bad);
+      EXPECT_EQ(wrong, 0) << "first wrong element " << first << " (token " << first / d << ")";
+      EXPECT_EQ(bad, with_bad ? 1 : 0);
+    }
+  }
+}
+
+// ---------------- MXFP4 -> FP8 128x128 ----------------
+
+// Random MXFP4 weight [N, K]: tile row-block nt's E8M0 bytes lie in [base, base + spread[nt]].
+struct Mxfp4Host {
+  int64_t N, K;
+  std::vector<uint8_t> w, s;
+};
+Mxfp4Host make_mxfp4(int64_t N, int64_t K, const std::vector<int>& spread, std::mt19937& rng) {
+  Mxfp4Host m{N, K, std::vector<uint8_t>(N * K / 2), std::vector<uint8_t>(N * K / 32)};
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (auto& b : m.w) b = static_cast<uint8_t>(byte(rng));
+  for (int64_t r = 0; r < N; ++r) {
+    std::uniform_int_distribution<int> ex(120, 120 + spread[r / 128]);
+    for (int64_t g = 0; g < K / 32; ++g) m.s[r * (K / 32) + g] = static_cast<uint8_t>(ex(rng));
+  }
+  return m;
+}
+float mxfp4_value(const Mxfp4Host& m, int64_t r, int64_t c) {
+  const uint8_t b = m.w[r * (m.K / 2) + c / 2];
+  return e2m1_to_f32(c % 2 ? b >> 4 : b & 0xf) * e8m0_to_f32(m.s[r * (m.K / 32) + c / 32]);
+}
+
+TEST(CudaModelOps, Mxfp4ToFp8BlocksExactRule) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(33);
+  const int64_t N = 512, K = 512;
+  const std::vector<int> spread = {0, 11, 16, 30};  // per 128-row block: exact, exact, rounded, rounded
+  const Mxfp4Host m = make_mxfp4(N, K, spread, rng);
+  Dev dw(m.w.data(), m.w.size()), ds(m.s.data(), m.s.size()), dq(N * K), dsc(N / 128 * (K / 128) * 4),
+      dbf(N * K * 2);
+  ASSERT_TRUE(dc::mxfp4_to_fp8_blocks(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dq.as<uint8_t>(), dsc.as<float>()))
+      << dc::last_error();
+  ASSERT_TRUE(dc::dequant_mxfp4_to_bf16(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dbf.as<uint16_t>()));
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  const auto q = download<uint8_t>(dq, N * K);
+  const auto sc = download<float>(dsc, N / 128 * (K / 128));
+  const auto bf = download<uint16_t>(dbf, N * K);
+  for (int64_t nt = 0; nt < N / 128; ++nt) {
+    int64_t wrong = 0, first = -1, bf_wrong = 0, scale_wrong = 0, inexact = 0;
+    for (int64_t kt = 0; kt < K / 128; ++kt) {
+      int emax = 0, emin = 255;
+      for (int64_t r = nt * 128; r < nt * 128 + 128; ++r)
+        for (int64_t g = kt * 4; g < kt * 4 + 4; ++g) {
+          emax = std::max<int>(emax, m.s[r * (K / 32) + g]);
+          emin = std::min<int>(emin, m.s[r * (K / 32) + g]);
+        }
+      const float s = sc[nt * (K / 128) + kt];
+      scale_wrong += s != std::ldexp(1.f, emax - 127 - 6);
+      const bool exact_tile = emax - emin <= 11;
+      for (int64_t r = nt * 128; r < nt * 128 + 128; ++r)
+        for (int64_t c = kt * 128; c < kt * 128 + 128; ++c) {
+          const float v = mxfp4_value(m, r, c), got = e4m3_to_f32(q[r * K + c]) * s;
+          const float want = exact_tile ? v : e4m3_to_f32(e4m3_encode(v / s)) * s;
+          if (got != want) {
+            if (first < 0) first = r * K + c;
+            ++wrong;
+          }
+          inexact += got != v;
+          if (exact_tile) bf_wrong += got != bf16_to_f32(bf[r * K + c]);
+        }
+    }
+    std::printf("mxfp4->fp8 rows %lld..%lld (E8M0 spread %d): %lld off the rule (first %lld), %lld not exact, "
+                "%lld != dequant_mxfp4_to_bf16 (exact tiles), %lld wrong scales\n",
+                (long long)nt * 128, (long long)nt * 128 + 127, spread[nt], (long long)wrong, (long long)first,
+                (long long)inexact, (long long)bf_wrong, (long long)scale_wrong);
+    EXPECT_EQ(wrong, 0) << "row block " << nt << ", first at row " << first / K << " col " << first % K;
+    EXPECT_EQ(bf_wrong, 0);
+    EXPECT_EQ(scale_wrong, 0);
+    if (spread[nt] <= 11) {
+      EXPECT_EQ(inexact, 0);
+    } else if (spread[nt] >= 16) {
+      EXPECT_GT(inexact, 0) << "a spread of " << spread[nt] << " must lose small values";
+    }
+  }
+}
+
+// fp8_linear_lt over the re-blocked expert equals the bf16 GEMM over the dequantised expert on the
+// same (fp8-quantised) activation: with spread <= 11 both weights are exact, so only the
+// accumulation order differs.
+TEST(CudaModelOps, Fp8LtOverConvertedExpertMatchesBf16) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(34);
+  const int64_t N = 1024, K = 2048;
+  Dev ws(dc::fp8_linear_lt_workspace_bytes());
+  for (int sp : {8, 24}) {
+    const Mxfp4Host m = make_mxfp4(N, K, std::vector<int>(N / 128, sp), rng);
+    Dev dw(m.w.data(), m.w.size()), ds(m.s.data(), m.s.size()), dq(N * K), dsc(N / 128 * (K / 128) * 4),
+        dbf(N * K * 2);
+    ASSERT_TRUE(dc::mxfp4_to_fp8_blocks(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dq.as<uint8_t>(), dsc.as<float>()));
+    ASSERT_TRUE(dc::dequant_mxfp4_to_bf16(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dbf.as<uint16_t>()));
+    const dc::Fp8Weight fw{dq.as<uint8_t>(), dsc.p, true, N, K};
+    for (int64_t M : {int64_t(64), int64_t(300)}) {
+      const auto x = randn(M * K, rng);
+      Dev dx(x.data(), x.size() * 4), dxq(M * K), dxs(M * K / 128 * 4), dy(M * N * 4), dref(M * N * 4);
+      ASSERT_TRUE(dc::quantize_act_fp8_t(dx.p, false, M, K, dxq.as<uint8_t>(), dxs.as<float>()));
+      ASSERT_TRUE(dc::synchronize());
+      const auto xq = download<uint8_t>(dxq, M * K);
+      const auto xs = download<float>(dxs, M * K / 128);  // [K/128][M]
+      std::vector<uint16_t> xdq(M * K);  // e4m3 * 2^k is exact in bf16
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c < K; ++c) xdq[r * K + c] = f32_to_bf16(e4m3_to_f32(xq[r * K + c]) * xs[(c / 128) * M + r]);
+      Dev dxb(xdq.data(), xdq.size() * 2);
+      ASSERT_TRUE(dc::fp8_linear_lt(dxq.as<uint8_t>(), dxs.as<float>(), M, fw, dy.p, false, ws.p)) << dc::last_error();
+      ASSERT_TRUE(dc::bf16_linear_lt(dxb.as<uint16_t>(), M, dbf.as<uint16_t>(), N, K, dref.p, false, ws.p))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const auto y = download<float>(dy, M * N), r = download<float>(dref, M * N);
+      const ErrStats e = compare(y, std::vector<double>(r.begin(), r.end()));
+      std::printf("fp8_linear_lt(converted) vs bf16 GEMM(dequant) M=%-3lld spread %2d: rel_l2 %.2e, max abs %.2e\n",
+                  (long long)M, sp, e.rel_l2, e.max_abs);
+      EXPECT_LT(e.rel_l2, sp <= 11 ? 1e-5 : 5e-2) << "M=" << M << " spread " << sp;
+    }
+  }
+}
+
+// ---------------- expert sort ----------------
+
+TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(35);
+  const int k = 6;
+  struct Case {
+    int64_t T, E;
+    bool skewed;  // most slots on experts 0..3
+  };
+  const Case cases[] = {{1, 256, false},  {37, 256, false},  {8192, 256, false}, {1, 32, false},
+                        {37, 32, false},  {8192, 32, false}, {8192, 256, true},  {1365, 256, false}};
+  for (const auto& c : cases) {
+    std::vector<int32_t> ex(c.T * k);
+    for (int64_t t = 0; t < c.T; ++t) {  // k distinct experts per token, as top-k gives
+      std::vector<int32_t> all(c.E);
+      std::iota(all.begin(), all.end(), 0);
+      std::shuffle(all.begin(), all.end(), rng);
+      if (c.skewed && t % 8) std::iota(all.begin(), all.begin() + 4, 0);
+      for (int j = 0; j < k; ++j) ex[t * k + j] = all[j];
+    }
+    std::vector<int32_t> counts(c.E, 0), off(c.E + 1, 0), pos(ex.size());
+    for (auto e : ex) ++counts[e];
+    for (int64_t e = 0; e < c.E; ++e) off[e + 1] = off[e] + counts[e];
+    {
+      std::vector<int32_t> next(off.begin(), off.end() - 1);
+      for (size_t i = 0; i < ex.size(); ++i) pos[i] = next[ex[i]]++;
+    }
+    Dev dex(ex.data(), ex.size() * 4), doff((c.E + 1) * 4), dpos(ex.size() * 4),
+        dws(dc::moe_sort_tokens_workspace_bytes(c.T, k, c.E));
+    ASSERT_TRUE(dc::moe_sort_tokens(dex.as<int32_t>(), c.T, k, c.E, doff.as<int32_t>(), dpos.as<int32_t>(), dws.p))
+        << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto goff = download<int32_t>(doff, c.E + 1), gpos = download<int32_t>(dpos, ex.size());
+    int64_t off_bad = -1, pos_bad = -1;
+    for (int64_t e = 0; e <= c.E && off_bad < 0; ++e)
+      if (goff[e] != off[e]) off_bad = e;
+    for (size_t i = 0; i < ex.size() && pos_bad < 0; ++i)
+      if (gpos[i] != pos[i]) pos_bad = int64_t(i);
+    const char* vs_groups = "n/a (T*k > 8192)";
+    if (c.T * k <= 8192) {  // moe_build_groups' slot_pos (group pointers are stored, never read here)
+      const int mg = dc::moe_max_groups(c.T, k, c.E);
+      std::vector<dc::ExpertPtrs> ptrs(c.E, dc::ExpertPtrs{});
+      Dev dptrs(ptrs.data(), ptrs.size() * sizeof(dc::ExpertPtrs)), dummy(16), dpos2(ex.size() * 4),
+          g13(2 * size_t(mg) * sizeof(dc::Mxfp4Group)), g2(size_t(mg) * sizeof(dc::Mxfp4Group));
+      float* f = dummy.as<float>();
+      ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), c.T, k, c.E, dptrs.as<dc::ExpertPtrs>(), f, f, f, f, f, 0, 0,
+                                       mg, dpos2.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>()))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const auto p2 = download<int32_t>(dpos2, ex.size());
+      const bool same = p2 == gpos;
+      vs_groups = same ? "equal" : "DIFFERENT";
+      EXPECT_TRUE(same) << "T=" << c.T << " E=" << c.E;
+    }
+    std::printf("moe_sort_tokens T=%-5lld k=%d E=%-3lld%s: first wrong offset %lld, first wrong slot_pos %lld (-1: "
+                "none), vs moe_build_groups %s\n",
+                (long long)c.T, k, (long long)c.E, c.skewed ? " skewed" : "", (long long)off_bad, (long long)pos_bad,
+                vs_groups);
+    EXPECT_EQ(off_bad, -1) << "T=" << c.T << " E=" << c.E;
+    EXPECT_EQ(pos_bad, -1) << "T=" << c.T << " E=" << c.E << " slot " << pos_bad;
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer
