@@ -4,8 +4,8 @@
 //   embed_rows: exact rows, zeros and the bad flag for ids outside [0, V);
 //   mxfp4_to_fp8_blocks: fp8 * scale == the MXFP4 value exactly in tiles whose E8M0 spread is
 //     <= 11, == the e4m3 rounding of value / scale otherwise; dequant_mxfp4_to_bf16 agrees on the
-//     exact tiles; fp8_linear_lt over the converted expert == the bf16 GEMM over the dequantised
-//     expert (rel 1e-5: only the accumulation order differs);
+//     exact tiles; fp8_linear_lt over the converted expert vs the bf16 GEMM over the dequantised
+//     expert on the same fp8 activation: rel L2 1e-3 (as fp8_linear_lt vs the CPU);
 //   moe_sort_tokens: offsets = exclusive scan of the counts, slot_pos = the stable expert sort
 //     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192).
 #include <cmath>
@@ -208,7 +208,7 @@ TEST(CudaModelOps, Mxfp4ToFp8BlocksExactRule) {
 
 // fp8_linear_lt over the re-blocked expert equals the bf16 GEMM over the dequantised expert on the
 // same (fp8-quantised) activation: with spread <= 11 both weights are exact, so only the
-// accumulation order differs.
+// accumulation differs; with spread 24 the values below 2^-15 of the tile's largest are lost.
 TEST(CudaModelOps, Fp8LtOverConvertedExpertMatchesBf16) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(34);
@@ -240,7 +240,9 @@ TEST(CudaModelOps, Fp8LtOverConvertedExpertMatchesBf16) {
       const ErrStats e = compare(y, std::vector<double>(r.begin(), r.end()));
       std::printf("fp8_linear_lt(converted) vs bf16 GEMM(dequant) M=%-3lld spread %2d: rel_l2 %.2e, max abs %.2e\n",
                   (long long)M, sp, e.rel_l2, e.max_abs);
-      EXPECT_LT(e.rel_l2, sp <= 11 ? 1e-5 : 5e-2) << "M=" << M << " spread " << sp;
+      // 1e-3 as fp8_linear_lt vs the CPU (the tensor cores' FP8 accumulation within a 128-K block
+      // is not plain fp32); a wrong scale or layout gives O(1).
+      EXPECT_LT(e.rel_l2, 1e-3) << "M=" << M << " spread " << sp;
     }
   }
 }
@@ -259,7 +261,7 @@ TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
                         {37, 32, false},  {8192, 32, false}, {8192, 256, true},  {1365, 256, false}};
   for (const auto& c : cases) {
     std::vector<int32_t> ex(c.T * k);
-    for (int64_t t = 0; t < c.T; ++t) {  // k distinct experts per token, as top-k gives
+    for (int64_t t = 0; t < c.T; ++t) {  // k distinct experts per token as top-k gives (skewed: may repeat)
       std::vector<int32_t> all(c.E);
       std::iota(all.begin(), all.end(), 0);
       std::shuffle(all.begin(), all.end(), rng);
