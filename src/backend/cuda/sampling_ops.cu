@@ -142,6 +142,7 @@ struct Scratch {  // shared memory of one block
   ArgMax am[kWarps];
   U128 u[kWarps];
   unsigned long long mass_lo[kBins], mass_hi[kBins];
+  U128 stage[kWarps][32];  // per-lane masses for the warp-aggregated histogram
   uint32_t cnt[kBins];
   int32_t top_id[kMaxTop];
   float top_lp[kMaxTop];
@@ -216,6 +217,28 @@ __device__ T block_excl_scan(T v, T* sh, T& total) {
   return wp + ex;
 }
 
+/// Histogram add, aggregated over the lanes of a warp that hit the same bin (the top bins of a
+/// row's values take nearly every token: plain shared atomics would serialise on them). Every
+/// lane of the warp must call it; `valid` false adds nothing.
+template <bool kMass>
+__device__ __forceinline__ void hist_add(Scratch& sc, bool valid, uint32_t bin, U128 mass) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const unsigned peers = __match_any_sync(kFull, valid ? bin : 0xffffffffu);
+  if (kMass) {
+    sc.stage[warp][lane] = mass;
+    __syncwarp();
+  }
+  if (valid && lane == __ffs(peers) - 1) {
+    atomicAdd(&sc.cnt[bin], static_cast<uint32_t>(__popc(peers)));
+    if (kMass) {
+      U128 sum = zero128();
+      for (unsigned m = peers; m != 0; m &= m - 1) sum = add128(sum, sc.stage[warp][__ffs(m) - 1]);
+      shared_add128(&sc.mass_lo[bin], &sc.mass_hi[bin], sum);
+    }
+  }
+  if (kMass) __syncwarp();
+}
+
 struct MaxF {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
@@ -273,9 +296,11 @@ __device__ uint32_t radix_select(int vocab, int k, KeyOf key_of, Scratch& sc, in
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < kBins; b += kThreads) sc.cnt[b] = 0;
     __syncthreads();
-    for (int i = threadIdx.x; i < vocab; i += kThreads) {
-      uint32_t key;
-      if (key_of(i, key) && (key & mask) == prefix) atomicAdd(&sc.cnt[(key >> shift) & 0xffu], 1u);
+    for (int base = 0; base < vocab; base += kThreads) {  // warp-uniform trip count
+      const int i = base + static_cast<int>(threadIdx.x);
+      uint32_t key = 0;
+      const bool in = i < vocab && key_of(i, key) && (key & mask) == prefix;
+      hist_add<false>(sc, in, (key >> shift) & 0xffu, zero128());
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -313,14 +338,12 @@ __device__ TopPCut top_p_cut(const Row& r, double target, Scratch& sc) {
       sc.mass_lo[b] = sc.mass_hi[b] = 0;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
-      const float w = r.ws[i];
-      if (!(w > 0.f)) continue;
+    for (int base = 0; base < r.vocab; base += kThreads) {  // warp-uniform trip count
+      const int i = base + static_cast<int>(threadIdx.x);
+      const float w = i < r.vocab ? r.ws[i] : 0.f;
       const uint32_t key = __float_as_uint(w);
-      if ((key & mask) != prefix) continue;
-      const uint32_t d = (key >> shift) & 0xffu;
-      atomicAdd(&sc.cnt[d], 1u);
-      shared_add128(&sc.mass_lo[d], &sc.mass_hi[d], weight_fx(w));
+      const bool in = w > 0.f && (key & mask) == prefix;
+      hist_add<true>(sc, in, (key >> shift) & 0xffu, in ? weight_fx(w) : zero128());
     }
     __syncthreads();
     if (threadIdx.x == 0) {
