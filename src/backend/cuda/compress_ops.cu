@@ -10,7 +10,7 @@
 //          to the end of the chunk (each thread reads the old buffer value before overwriting
 //          it, so no other thread depends on it). Runs after pool on the same stream.
 // indexer_select runs two kernels:
-//   score  one block per (query, 1024-entry chunk): q (fp32) is split into bf16 hi + lo parts and
+//   score  one block per (query, chunk of up to 1024 entries): q (fp32) is split into bf16 hi + lo parts and
 //          multiplied with bf16 key tiles by mma.sync m16n8k16 (fp32 accumulate; hi + lo keeps
 //          ~2^-17 relative precision of q), relu, head weights, sum over heads -> fp32 scores in
 //          the workspace [tokens, max_visible].
@@ -231,7 +231,7 @@ __global__ void __launch_bounds__(256) compress_state_kernel(CompressorStepArgs 
 constexpr int kIdxMaxH = 64, kIdxMaxD = 128;
 constexpr int kIdxStride = kIdxMaxD + 8;  // bf16 per smem row: 272 B, fragment loads conflict-free
 constexpr int kIdxTile = 128;             // entries per tile (4 warps x 32)
-constexpr int kIdxChunk = 1024;           // entries per block
+constexpr int kIdxMaxChunk = 1024;        // entries per block (fewer when there are few queries)
 constexpr int kIdxThreads = 128;
 constexpr size_t kIdxSmemQ = size_t(kIdxMaxH) * kIdxStride * 2;     // bytes of one of hi / lo
 constexpr size_t kIdxSmemK = size_t(kIdxTile) * kIdxStride * 2;     // bytes of one key tile
@@ -266,16 +266,17 @@ __device__ __forceinline__ void load_key_tile(bf16* dst, const uint16_t* keys, i
   cp_commit();
 }
 
-// grid (ceil(max_visible / kIdxChunk), tokens), kIdxThreads threads. scores [tokens, max_visible].
-__global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs a, float* __restrict__ scores) {
+// grid (tokens, ceil(max_visible / chunk)), kIdxThreads threads; chunk a multiple of kIdxTile.
+// scores [tokens, max_visible].
+__global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs a, int chunk, float* __restrict__ scores) {
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qhi = reinterpret_cast<bf16*>(smem);
   bf16* qlo = reinterpret_cast<bf16*>(smem + kIdxSmemQ);
   bf16* ktiles = reinterpret_cast<bf16*>(smem + 2 * kIdxSmemQ);  // two buffers of kIdxTile rows
   float* wk = reinterpret_cast<float*>(smem + 2 * kIdxSmemQ + 2 * kIdxSmemK);
-  const int t = blockIdx.y, H = a.heads, D = a.head_dim;
+  const int t = blockIdx.x, H = a.heads, D = a.head_dim;
   const int nv = a.n_visible[t];
-  const int c0 = blockIdx.x * kIdxChunk, c1 = min(nv, c0 + kIdxChunk);
+  const int c0 = blockIdx.y * chunk, c1 = min(nv, c0 + chunk);
   if (c0 >= c1) return;
   const int64_t kbase = a.key_base[t];
   load_key_tile(ktiles, a.keys, kbase, c0, nv, D);
@@ -479,8 +480,12 @@ bool indexer_select(const IndexerArgs& a, void* workspace, void* stream) {
         return false;
       attr_set = true;
     }
-    const int chunks = (a.max_visible + kIdxChunk - 1) / kIdxChunk;
-    indexer_score_kernel<<<dim3(chunks, a.tokens), kIdxThreads, kIdxSmemBytes, st>>>(a, scores);
+    // Enough blocks to fill the GPU (decode has few queries): halve the chunk down to one tile.
+    int chunk = kIdxMaxChunk;
+    auto n_chunks = [&](int c) { return (a.max_visible + c - 1) / c; };
+    while (chunk > kIdxTile && int64_t(a.tokens) * n_chunks(chunk) < 512) chunk /= 2;
+    if (n_chunks(chunk) > 65535) return fail("indexer_select: max_visible too large");
+    indexer_score_kernel<<<dim3(a.tokens, n_chunks(chunk)), kIdxThreads, kIdxSmemBytes, st>>>(a, chunk, scores);
     if (!check_launch("indexer_score_kernel")) return false;
   }
   indexer_topk_kernel<<<a.tokens, kTopkThreads, 0, st>>>(a, scores);
