@@ -398,11 +398,13 @@ __device__ __forceinline__ double thread_sum(const float (&w)[kPer]) {
   return s;
 }
 
-/// Final survivors (top_p cut, min_p) written back into ws in place.
-__device__ void finalize_weights(const Row& r, bool use_cut, TopPCut cut, Scratch& sc) {
+/// Final survivors (top_p cut, min_p) written back into ws in place; returns their total as
+/// pick_token's tile scans sum it.
+__device__ double finalize_weights(const Row& r, bool use_cut, TopPCut cut, Scratch& sc) {
   const bool rank_ties = use_cut && cut.keep_ties < cut.n_ties;
   const double min_p = static_cast<double>(r.p.min_p);
   long long tie_carry = 0;
+  double total = 0.0;
   for (int base = 0; base < r.vocab; base += kTile) {
     const int i0 = base + static_cast<int>(threadIdx.x) * kPer;
     float w[kPer];
@@ -424,31 +426,39 @@ __device__ void finalize_weights(const Row& r, bool use_cut, TopPCut cut, Scratc
         else keep = w[j] > cut.w;
       }
       if (keep && r.p.min_p > 0.f && static_cast<double>(w[j]) < min_p) keep = false;
-      if (!keep) r.ws[i0 + j] = 0.f;
+      if (!keep) {
+        r.ws[i0 + j] = 0.f;
+        w[j] = 0.f;
+      }
     }
-  }
-  __syncthreads();
-}
-
-/// Inverse CDF over ws in ascending id order.
-__device__ int32_t pick_token(const Row& r, double u, Scratch& sc) {
-  double total = 0.0;
-  int32_t last = -1;
-  for (int base = 0; base < r.vocab; base += kTile) {
-    const int i0 = base + static_cast<int>(threadIdx.x) * kPer;
-    float w[kPer];
-    load4(r.ws, r.vocab, i0, w);
     double tile_total;
     block_excl_scan(thread_sum(w), sc.d, tile_total);
     total += tile_total;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (w[j] > 0.f) last = i0 + j;
   }
-  last = block_reduce(static_cast<float>(last), MaxF(), sc.f);  // ids < 2^24: exact in float
+  __syncthreads();
+  return total;
+}
+
+/// The total of ws as pick_token's tile scans sum it.
+__device__ double tile_total_of(const Row& r, Scratch& sc) {
+  double total = 0.0;
+  for (int base = 0; base < r.vocab; base += kTile) {
+    float w[kPer];
+    load4(r.ws, r.vocab, base + static_cast<int>(threadIdx.x) * kPer, w);
+    double tile_total;
+    block_excl_scan(thread_sum(w), sc.d, tile_total);
+    total += tile_total;
+  }
+  return total;
+}
+
+/// Inverse CDF over ws in ascending id order; `total` from finalize_weights / tile_total_of.
+/// If rounding leaves every running sum <= u * total, the last survivor (as the CPU).
+__device__ int32_t pick_token(const Row& r, double u, double total, Scratch& sc) {
   const double target = u * total;
   if (threadIdx.x == 0) sc.found = INT32_MAX;
   __syncthreads();
+  int32_t last = -1;
   double carry = 0.0;
   for (int base = 0; base < r.vocab; base += kTile) {
     const int i0 = base + static_cast<int>(threadIdx.x) * kPer;
@@ -466,11 +476,15 @@ __device__ int32_t pick_token(const Row& r, double u, Scratch& sc) {
         break;
       }
     }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (w[j] > 0.f) last = i0 + j;
     __syncthreads();
     if (sc.found != INT32_MAX) break;
   }
   const int32_t t = sc.found;
-  return t != INT32_MAX ? t : last;
+  if (t != INT32_MAX) return t;
+  return static_cast<int32_t>(block_reduce(static_cast<float>(last), MaxF(), sc.f));  // ids < 2^24
 }
 
 /// Raw log_softmax (logprobs.cpp): the chosen token's and the top n, best first, ties by id.
@@ -605,27 +619,27 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float
         thr = key_float(radix_select(r.vocab, r.p.top_k, key_of, sc, need));
       }
       long long n_surv = 0;
+      U128 part = zero128();  // exact mass, for top_p
       for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
         const float s = shaped(r.ws[i], pinf);
         float w = 0.f;
         if (s != neg_inf() && s >= thr) w = static_cast<float>(exp(static_cast<double>(__fsub_rn(s, s_max))));
         r.ws[i] = w;
-        n_surv += w > 0.f ? 1 : 0;
+        if (w > 0.f) {
+          ++n_surv;
+          part = add128(part, weight_fx(w));
+        }
       }
       n_surv = block_reduce(n_surv, AddL(), sc.l);  // syncs: ws is complete after this
       const bool use_cut = r.p.top_p < 1.f && n_surv > 1;
       TopPCut cut{0.f, 0, 0};
       if (use_cut) {
-        U128 part = zero128();
-        for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
-          const float w = r.ws[i];
-          if (w > 0.f) part = add128(part, weight_fx(w));
-        }
-        const U128 total = block_sum128(part, sc.u);
-        cut = top_p_cut(r, static_cast<double>(r.p.top_p) * to_double(total), sc);
+        const U128 mass = block_sum128(part, sc.u);
+        cut = top_p_cut(r, static_cast<double>(r.p.top_p) * to_double(mass), sc);
       }
-      if (use_cut || r.p.min_p > 0.f) finalize_weights(r, use_cut, cut, sc);
-      token = pick_token(r, rng_uniform_dev(r.p.seed, r.p.sample_index, r.p.position), sc);
+      const double total =
+          (use_cut || r.p.min_p > 0.f) ? finalize_weights(r, use_cut, cut, sc) : tile_total_of(r, sc);
+      token = pick_token(r, rng_uniform_dev(r.p.seed, r.p.sample_index, r.p.position), total, sc);
     }
   }
   if (threadIdx.x == 0) a.token[row] = token;
