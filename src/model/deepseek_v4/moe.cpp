@@ -44,6 +44,11 @@ void swiglu(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2,
 
 }  // namespace
 
+void expert_forward(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2, const Weight& w3,
+                    const float* x, int64_t m, float* out) {
+  swiglu(ops, p, w1, w2, w3, x, m, out);
+}
+
 MoeParams moe_params(const V4Config& c) {
   MoeParams p;
   p.n_experts = c.n_routed_experts;

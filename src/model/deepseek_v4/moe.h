@@ -35,6 +35,11 @@ Routing route(CpuOps& ops, const MoeParams& p, const MoeWeights& w, bool hash, c
 Routing route(CpuOps& ops, const V4Config& c, const MoeWeights& w, bool hash, const float* h, const int32_t* ids,
               int64_t N);
 
+/// One clamped SwiGLU expert (routed or shared) on m independent rows: x [m, d] -> out [m, d].
+/// The function moe_forward runs per expert; expert parallelism (src/parallel) calls it on owners.
+void expert_forward(CpuOps& ops, const MoeParams& p, const Weight& w1, const Weight& w2, const Weight& w3,
+                    const float* x, int64_t m, float* out);
+
 /// h [N, d] -> out [N, d]. `ids` are the tokens' ids (hash routing).
 void moe_forward(CpuOps& ops, const MoeParams& p, const MoeWeights& w, bool hash, const float* h,
                  const int32_t* ids, int64_t N, int64_t d, float* out);
