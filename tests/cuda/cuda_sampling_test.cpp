@@ -332,6 +332,38 @@ TEST(CudaSampling, SameDrawsAsRngAcrossPositions) {  // one row, many positions:
   for (int r = 0; r < 256 && bad < 10; ++r) bad += compare_row(cases[r], g, r, r);
 }
 
+// `x -= frequency_penalty * count` rounds once where the CPU build fuses it (GCC, -march=native)
+// and twice where it does not: a greedy row where that last bit decides the argmax shows the two
+// backends round alike.
+TEST(CudaSampling, FrequencyPenaltyRoundsAsCpuBuild) {
+  SKIP_WITHOUT_DEVICE();
+  constexpr int kVocab = 1000, kA = 7, kB = 3;
+  const float fp = 0.1f;
+  const int count = 7;
+  float xa = 1.0f, fused = 0.f, two_step = 0.f;
+  for (int i = 0; i < 100000 && fused == two_step; ++i) {
+    xa = std::nextafter(xa, 10.f);
+    fused = std::fma(-fp, float(count), xa);
+    volatile float prod = fp * float(count);  // volatile: two roundings
+    two_step = xa - prod;
+  }
+  ASSERT_NE(fused, two_step) << "no x with a rounding difference found";
+  const float xb = std::min(fused, two_step);  // kB ties the lower result and wins the tie
+  std::mt19937 rng(6);
+  Case c = make_case(0, kVocab, rng);
+  for (float& x : c.logits) x = -10.f;
+  c.logits[kA] = xa;
+  c.logits[kB] = xb;
+  c.p.frequency_penalty = fp;
+  c.output.assign(count, kA);
+  const GpuOut g = run_gpu(make_batch({c}, {0}, kVocab));
+  const int32_t cpu = sample_row(cpu_row(c)).token;
+  const bool cpu_fused = (cpu == kA) == (fused > two_step);
+  std::printf("x_a %.9g fused %.9g two-step %.9g: CPU build picks %d (%s rounding)\n", xa, fused, two_step, cpu,
+              cpu_fused ? "fused" : "two-step");
+  EXPECT_EQ(g.token[0], cpu) << "GPU frequency penalty rounds differently from the CPU build";
+}
+
 bool same_bits(const GpuOut& a, int ra, const GpuOut& b, int rb) {
   return a.token[ra] == b.token[rb] && std::memcmp(&a.logprob[ra], &b.logprob[rb], 4) == 0 &&
          std::memcmp(&a.top_ids[ra * kTop], &b.top_ids[rb * kTop], kTop * 4) == 0 &&

@@ -276,7 +276,9 @@ __device__ __forceinline__ float processed(const Row& r, int i) {
   if (r.cnt != nullptr && (r.p.frequency_penalty != 0.f || r.p.presence_penalty != 0.f)) {
     const int32_t c = r.cnt[i];
     if (c > 0) {
-      x = __fsub_rn(x, __fmul_rn(r.p.frequency_penalty, static_cast<float>(c)));
+      // The CPU build (-O3 -march=native, GCC's default -ffp-contract=fast) fuses
+      // `out -= frequency_penalty * count` into one vfnmadd: one rounding, as this fmaf.
+      x = __fmaf_rn(-r.p.frequency_penalty, static_cast<float>(c), x);
       x = __fsub_rn(x, r.p.presence_penalty);
     }
   }
