@@ -402,15 +402,28 @@ __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(IndexerArgs 
       if ((u & mask) == prefix) atomicAdd(&hist[(u >> shift) & 255u], 1);
     }
     __syncthreads();
-    if (threadIdx.x == 0) {
-      uint32_t cum = 0;
-      for (int bin = 255; bin >= 0; --bin) {
-        if (cum + hist[bin] >= remaining) {
-          s_bin = bin;
-          s_remaining = remaining - cum;
-          break;
+    if (threadIdx.x < 32) {  // warp 0: lane l scans bins 255 - 8l ... 248 - 8l (descending)
+      const int lane = threadIdx.x;
+      uint32_t c[8], tot = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) tot += (c[i] = hist[255 - lane * 8 - i]);
+      uint32_t incl = tot;
+#pragma unroll
+      for (int o = 1; o < 32; o <<= 1) {
+        const uint32_t n = __shfl_up_sync(0xffffffffu, incl, o);
+        if (lane >= o) incl += n;
+      }
+      uint32_t cum = incl - tot;  // keys in higher bins; exactly one lane holds the k-th
+      if (cum < remaining && remaining <= incl) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          if (cum + c[i] >= remaining) {
+            s_bin = 255 - lane * 8 - i;
+            s_remaining = remaining - cum;
+            break;
+          }
+          cum += c[i];
         }
-        cum += hist[bin];
       }
     }
     __syncthreads();
