@@ -3,6 +3,7 @@
 // empty token shares) and on the tiny fixture model's MoE layers.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -98,8 +99,10 @@ std::string first_mismatch(const float* a, const float* b, int64_t n) {
     max_abs = std::max(max_abs, std::fabs(double(a[i]) - b[i]));
   }
   if (first < 0) return "";
-  return "first mismatch at " + std::to_string(first) + ": " + std::to_string(a[first]) + " vs " +
-         std::to_string(b[first]) + ", max abs error " + std::to_string(max_abs);
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "first mismatch at %lld: %.9g vs %.9g, max abs error %.3g",
+                static_cast<long long>(first), a[first], b[first], max_abs);
+  return buf;
 }
 
 // Runs the layer over R in-process ranks (each with its own thread pool) on slices of h and
