@@ -73,7 +73,8 @@ size_t device_free_bytes();
 
 /// Times op classes inside a step: mark(label) after each op records an event (in a graph: an
 /// external event-record node), so the time since the previous mark is charged to `label`.
-/// Off (no events) unless enabled; single-stream steps only (the profile runs unforked).
+/// Off (no events) unless enabled; single-stream steps only (the profile runs unforked). The
+/// first mark of a step only starts the clock.
 class Marker {
  public:
   ~Marker();

@@ -128,7 +128,11 @@ struct Runner {
       try {
         fn(r);
       } catch (const std::exception& e) {
-        r.error = e.what();
+        const std::string what = e.what();
+        if (what.rfind("cudaMalloc", 0) == 0)  // out of memory: the estimate was short
+          r.skipped = "does not fit: " + what;
+        else
+          r.error = what;
         cudaGetLastError();
         if (cudaDeviceSynchronize() != cudaSuccess) {
           dead = true;
