@@ -95,11 +95,12 @@ Acts make_acts(Arena& ar, const Model& m, const Sizes& z, SeedSeq& seed, cudaStr
   a.h = f(int64_t(B) * kD), a.logits_ws = f(int64_t(B) * E), a.wts = f(R);
   a.xp = f(R * kD), a.gp = f(R * kInter), a.up = f(R * kInter), a.ap = f(R * kInter), a.yp = f(R * kD);
   a.y13 = f(int64_t(B) * 2 * kInter), a.sa = f(int64_t(B) * kInter), a.sy = f(int64_t(B) * kD);
-  a.ckv = f(int64_t(B) * 2 * kHeadDim), a.cgate = f(int64_t(B) * 2 * kHeadDim);
-  a.ikv = f(int64_t(B) * 2 * kIdxDim), a.igate = f(int64_t(B) * 2 * kIdxDim);
-  a.qidx = f(int64_t(B) * kIdxHeads * kIdxDim), a.widx = f(int64_t(B) * kIdxHeads);
-  a.hfin = f(int64_t(B) * kD), a.hn = f(int64_t(B) * kD), a.out = f(int64_t(B) * kVocab);
-  a.xn16 = h16(int64_t(B) * kD), a.hn16 = h16(int64_t(B) * kD);
+  const int64_t Bp = std::max(B, kBf16MinRows);  // rows of the bf16 GEMMs' operands (bf16_dense may pad)
+  a.ckv = f(Bp * 2 * kHeadDim), a.cgate = f(Bp * 2 * kHeadDim);
+  a.ikv = f(Bp * 2 * kIdxDim), a.igate = f(Bp * 2 * kIdxDim);
+  a.qidx = f(int64_t(B) * kIdxHeads * kIdxDim), a.widx = f(Bp * kIdxHeads);
+  a.hfin = f(int64_t(B) * kD), a.hn = f(int64_t(B) * kD), a.out = f(Bp * kVocab);
+  a.xn16 = h16(Bp * kD), a.hn16 = h16(Bp * kD);
   a.q16 = h16(int64_t(B) * kHeads * kHeadDim), a.ao = h16(int64_t(B) * kHeads * kHeadDim);
   a.operm = h16(int64_t(B) * kHeads * kHeadDim);
   for (int i = 0; i <= Streams::kSide; ++i) a.q8[i] = ar.take<uint8_t>(B * kQ8Cols), a.qs[i] = f(B * kQ8Cols / 128);

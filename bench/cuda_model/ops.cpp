@@ -34,7 +34,15 @@ void fp8_dense(Ctx& c, int lane, const void* x, bool x_bf16, int64_t M, const Fp
 }
 
 void bf16_dense(Ctx& c, int lane, const uint16_t* x, int64_t M, const Bf16Lin& W, float* y) {
-  DI_OK(dc::bf16_linear_lt(x, M, W.w, W.n, W.k, y, false, c.lt_ws[c.lane_index(lane)], c.st.lane(lane)));
+  void* ws = c.lt_ws[c.lane_index(lane)];
+  const auto key = std::make_tuple(-M, W.n, W.k);  // negative M: the bf16 entries of lt_missing
+  if (M < kBf16MinRows && c.lt_missing.count(key)) M = kBf16MinRows;
+  if (dc::bf16_linear_lt(x, M, W.w, W.n, W.k, y, false, ws, c.st.lane(lane))) return;
+  if (M >= kBf16MinRows) fail("bf16_linear_lt", __FILE__, __LINE__, dc::last_error());
+  std::fprintf(stderr, "note: cuBLASLt bf16 has no plan for M=%lld N=%lld K=%lld (%s): padded to %d rows\n",
+               (long long)M, (long long)W.n, (long long)W.k, dc::last_error().c_str(), kBf16MinRows);
+  c.lt_missing.insert(key);
+  DI_OK(dc::bf16_linear_lt(x, kBf16MinRows, W.w, W.n, W.k, y, false, ws, c.st.lane(lane)));
 }
 
 }  // namespace deepinfer::bench

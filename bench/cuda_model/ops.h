@@ -29,7 +29,10 @@ struct Ctx {
 /// scratch. lane -1 = main stream, 0..7 = side streams.
 void fp8_dense(Ctx& c, int lane, const void* x, bool x_bf16, int64_t M, const Fp8Lin& W, uint8_t* q8, float* qs,
                float* y);
-/// y[M, N] (fp32) = x[M, K] bf16 . W^T (bf16) on the lane's stream.
+/// y[M, N] (fp32) = x[M, K] bf16 . W^T (bf16) on the lane's stream. Should cuBLASLt have no
+/// plan for M < kBf16MinRows, the call is retried with kBf16MinRows rows: x and y must have room
+/// for that many rows (the extra rows' outputs are garbage).
+constexpr int kBf16MinRows = 16;
 void bf16_dense(Ctx& c, int lane, const uint16_t* x, int64_t M, const Bf16Lin& W, float* y);
 
 }  // namespace deepinfer::bench

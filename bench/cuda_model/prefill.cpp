@@ -114,7 +114,7 @@ struct Prefill {
     }
     dc::DecodeAttnArgs t;
     t.q = a.q16, t.window = S.kvrows, t.window_row0 = ch.row0, t.n_window = ch.nwin, t.sink = L.sink;
-    t.pos = ch.pos, t.inv_freq = L.inv_freq, t.out = a.ao, t.batch = int32_t(n), t.split_rows = 256;
+    t.pos = ch.pos, t.inv_freq = L.inv_freq, t.out = a.ao, t.batch = int32_t(n);
     t.entries = L.ratio > 0 ? S.entries : S.kvrows;
     if (L.ratio == 4) {
       fp8_dense(c, -1, a.qan, false, n, L.idx_wq_b, a.q8, a.qs, a.qidx);
@@ -131,6 +131,7 @@ struct Prefill {
     } else {
       t.index = ch.swa_index, t.n_index = ch.zeros, t.index_stride = 1, t.max_rows = kWindow;
     }
+    t.split_rows = int32_t((t.max_rows + 63) / 64 * 64);  // one split per query: no merge, no workspace
     DI_OK(dc::decode_attention(t, a.attn_ws, s()));
     c.mark("attention");
     const int64_t gk = int64_t(kHeads) * kHeadDim / kOGroups;
@@ -247,9 +248,9 @@ void make_state(Prefill& P, Arena& ar) {
   a.y13s = f(Tc * 2 * kInter), a.sa = f(Tc * kInter), a.sy = f(Tc * kD);
   a.logits_ws = f(Tc * E), a.wts = f(R);
   a.xp = f((R + kPad) * kD), a.y13 = f((R + kPad) * 2 * kInter), a.ap = f((R + kPad) * kInter), a.yp = f((R + kPad) * kD);
-  a.hn = f(kD), a.out = f(kVocab);
-  a.xn16 = h16(Tc * kD), a.q16 = h16(Tc * kHeads * kHeadDim), a.ao = h16(Tc * kHeads * kHeadDim);
-  a.operm = h16(Tc * kHeads * kHeadDim), a.hn16 = h16(kD);
+  a.hn = f(kD), a.out = f(int64_t(kBf16MinRows) * kVocab);
+  a.xn16 = h16(std::max<int64_t>(Tc, kBf16MinRows) * kD), a.q16 = h16(Tc * kHeads * kHeadDim), a.ao = h16(Tc * kHeads * kHeadDim);
+  a.operm = h16(Tc * kHeads * kHeadDim), a.hn16 = h16(int64_t(kBf16MinRows) * kD);
   const int64_t q8_rows = std::max(Tc * 2, Tc + kPad);  // dense: K <= 8192 at Tc rows; experts: K <= 4096
   a.q8 = ar.take<uint8_t>(q8_rows * 4096), a.qs = f(q8_rows * 4096 / 128);
   std::mt19937 rng(777);
@@ -295,6 +296,7 @@ void make_state(Prefill& P, Arena& ar) {
     dc::DecodeAttnArgs t;
     t.batch = int32_t(ch.n), t.split_rows = 256, t.max_rows = int32_t(kWindow + std::max<int64_t>(kIdxTopK, P.hca_stride()));
     t.index_stride = std::max<int64_t>(kIdxTopK, P.hca_stride());
+    t.split_rows = int32_t((t.max_rows + 63) / 64 * 64);
     aws = std::max(aws, dc::decode_attention_workspace_bytes(t));
   }
   a.attn_ws = ar.alloc(aws);
