@@ -57,7 +57,7 @@ int JsonOut::merge_peer(const std::string& peer_path) {
   for (const ResultRow& r : rows_)
     for (auto& [k, v] : peer_)
       if (k == row_key(r.model, r.phase, r.batch, r.context)) ++hits;
-  std::printf("peer: %zu measured rows read, %d matched ours\n", peer_.size(), hits);
+  std::printf("peer: %zu measured rows read from %s (%d match rows so far)\n", peer_.size(), peer_path.c_str(), hits);
   return hits;
 }
 

@@ -18,7 +18,8 @@ class JsonOut {
   void floors(double copy_Bps, double fp8_flops) { copy_ = copy_Bps, fp8_ = fp8_flops; }
   void note(const std::string& n) { notes_.push_back(n); }
   void add(const ResultRow& r) { rows_.push_back(r); }
-  /// Returns the number of rows that got a peer value (prints what it could not read).
+  /// Reads the peer's measured rows; rows added before or after get the peer value of their key
+  /// in every write(). Returns how many rows already added match (prints what it could not read).
   int merge_peer(const std::string& peer_path);
   void write() const;
   void print_table() const;

@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
   db::JsonOut js(o.out, o.rev, cmd);
+  if (!o.peer.empty()) js.merge_peer(o.peer);  // read first: every rewrite of the JSON carries it
   if (!deepinfer::cuda::device_available()) {
     std::printf("no CUDA device: nothing to measure (writing an empty result)\n");
     js.note("no CUDA device");
@@ -243,7 +244,6 @@ int main(int argc, char** argv) {
     });
     if (n > 0) run.model({"v4-flash-" + std::to_string(n), n, 256, true}, false, true);
   }
-  if (!o.peer.empty()) js.merge_peer(o.peer);
   js.write();
   js.print_table();
   std::printf("wrote %s (%.0f s)\n", o.out.c_str(), db::now_s() - run.t0);
