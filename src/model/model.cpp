@@ -37,6 +37,17 @@ class ModelOf final : public Model {
     }
     return m_->forward(in, out);
   }
+  void prefetch(std::span<const ModelInput> upcoming) override {
+    if constexpr (requires(std::span<const Input> in) { m_->prefetch_engram(in); }) {
+      std::vector<Input> in;
+      for (const ModelInput& b : upcoming) {
+        auto* s = dynamic_cast<StateOf<State>*>(b.state);
+        if (!s) return;
+        in.push_back({&s->get(), b.tokens, b.all_logits});
+      }
+      (void)m_->prefetch_engram(in);
+    }
+  }
 
  private:
   M* m_;

@@ -48,6 +48,9 @@ class Model {
   virtual std::unique_ptr<ModelState> new_state() const = 0;
   /// logits [rows, vocab] and row_offsets as v4::ForwardOutput.
   virtual Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) = 0;
+  /// Hint: `upcoming` will be a later forward's batch (a prefill chunk not yet run, the token just
+  /// sampled); a model may start reading what it needs (V4.1: Engram table rows). No effect on results.
+  virtual void prefetch(std::span<const ModelInput> upcoming) { (void)upcoming; }
 };
 
 /// Reads dir/config.json's model_type and loads the matching model.

@@ -10,8 +10,10 @@
 //         normalised Hadamard transform, then FP4 e2m1 per 32 (ue8m0).
 //   V4.1  what the NumPy reference's kv_quant=True applies (tools/reference/README.md): window KV
 //         FP8 per 32 over all dims (ue8m0), compressed entries FP4 with e4m3 scales per 16, index
-//         keys and index q FP4 per 32 (ue8m0), all after RoPE. No activation rounding (the
-//         reference has none, so it could not be checked).
+//         keys and index q FP4 per 32 (ue8m0), all after RoPE; and, as [O] does, the inputs of the
+//         FP8/FP4 linears (wq_a, wkv, wq_b, indexer wq_b, wo_b, routed and shared experts' w1/w3
+//         and w2 inputs, engram wkv) through FP8 e4m3 per 32 along K (ue8m0). `kv_only` drops the
+//         activation part: exactly the NumPy reference's kv_quant, the part it can check.
 // Rounding is "fake quantisation": values are rounded onto the grid and kept as f32.
 #pragma once
 
@@ -21,6 +23,7 @@ namespace deepinfer {
 
 struct Numerics {
   bool reference_rounding = false;
+  bool kv_only = false;  // V4.1 only, with reference_rounding: no activation rounding
 };
 
 /// Options of V4Model::load / V41Model::load / load_model.

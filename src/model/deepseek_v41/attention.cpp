@@ -156,18 +156,34 @@ void attention_forward(CpuOps& ops, const V41Config& c, const V41Block& w, int64
   const float eps = static_cast<float>(c.rms_eps);
   const v4::Rope& rope = r > 0 ? *ropes.compress : *ropes.main;
 
+  // Reference rounding: the FP8 linears (wq_a, wkv, wq_b, indexer wq_b, wo_b) see their input
+  // rounded through FP8 per 32 along K; the bf16 ones (compressor, weights_proj) see it unrounded.
+  const int64_t ab = c.act_block();
+  std::vector<float> hq_buf, qq_buf;
+  const float* hq = h;
+  if (ab > 0) {
+    hq_buf.assign(h, h + N * c.hidden);
+    numerics::fake_fp8_rows(hq_buf.data(), N, c.hidden, ab);
+    hq = hq_buf.data();
+  }
   std::vector<float> qr(N * c.q_lora_rank), q(N * H * D), kv(N * D);
-  ops.linear(h, N, a.wq_a, qr.data());
+  ops.linear(hq, N, a.wq_a, qr.data());
   ops.rms_norm(qr.data(), N, c.q_lora_rank, a.q_norm.data(), eps, qr.data());
-  ops.linear(qr.data(), N, a.wq_b, q.data());
+  const float* qq = qr.data();
+  if (ab > 0) {
+    qq_buf = qr;
+    numerics::fake_fp8_rows(qq_buf.data(), N, c.q_lora_rank, ab);
+    qq = qq_buf.data();
+  }
+  ops.linear(qq, N, a.wq_b, q.data());
   rope_rows(ops, q.data(), N, H, D, rope, layout.pos);  // no per-head q norm in V4.1
-  ops.linear(h, N, a.wkv, kv.data());
+  ops.linear(hq, N, a.wkv, kv.data());
   ops.rms_norm(kv.data(), N, D, a.kv_norm.data(), eps, kv.data());
   rope_rows(ops, kv.data(), N, 1, D, rope, layout.pos);
   if (c.numerics.reference_rounding) numerics::fake_fp8_rows(kv.data(), N, D, 32);  // kv_quant: window KV
 
   if (a.compressor) run_compressor(ops, c, a, layer, *ropes.compress, layout, states, h);
-  if (a.indexer) run_indexer(ops, c, a, layer, *ropes.compress, layout, states, h, qr.data(), carry);
+  if (a.indexer) run_indexer(ops, c, a, layer, *ropes.compress, layout, states, h, qq, carry);
   const int64_t slot = r > 0 ? c.kv_source_slot(c.kv_source_of(layer)) : -1;
 
   std::vector<float> o(N * H * D);
@@ -196,7 +212,7 @@ void attention_forward(CpuOps& ops, const V41Config& c, const V41Block& w, int64
     for (int64_t i = std::max<int64_t>(0, sl.count - Wn); i < sl.count; ++i)
       std::copy_n(kv.data() + (sl.offset + i) * D, D, states[s]->windows[layer].row(sl.start_pos + i));
   }
-  v4::grouped_output(ops, o.data(), N, H * D, c.o_groups, c.o_lora_rank, a.wo_a, a.wo_b, out);
+  v4::grouped_output(ops, o.data(), N, H * D, c.o_groups, c.o_lora_rank, a.wo_a, a.wo_b, out, ab);
 }
 
 }  // namespace deepinfer::v41

@@ -43,6 +43,9 @@ struct V41Config {
   bool expert_fp4 = false;  // quantization_config.expert_dtype == "fp4"
   int64_t bos_token_id = 0, eos_token_id = 1;
   Numerics numerics;  // not in config.json: set from LoadOptions
+  /// FP8 block along K of the activation rounding before the FP8/FP4 linears ([O]'s act_quant):
+  /// 32 under reference_rounding (unless kv_only), else 0 (none).
+  int64_t act_block() const { return numerics.reference_rounding && !numerics.kv_only ? 32 : 0; }
 
   static Result<V41Config> from_json(const nlohmann::json& j, const std::string& where);
   Status validate() const;

@@ -1,10 +1,15 @@
 #include "model/deepseek_v41/engram.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 
 #include "loader/checkpoint.h"
+#include "model/numerics.h"
 #include "model/deepseek_v41/engram_token_map.h"
 
 namespace deepinfer::v41 {
@@ -214,6 +219,36 @@ Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Con
   return std::move(derived.token_map);
 }
 
+std::vector<PageRange> table_row_pages(const Weight& table, std::span<const int64_t> rows, size_t page_size) {
+  std::vector<PageRange> r;
+  if (rows.empty() || !table.defined()) return r;
+  auto add = [&](const Tensor& t, int64_t nrows, int64_t row) {
+    const size_t row_bytes = t.nbytes() / static_cast<size_t>(nrows);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(t.data()) + static_cast<uintptr_t>(row) * row_bytes;
+    const uintptr_t b = base / page_size * page_size, e = (base + row_bytes + page_size - 1) / page_size * page_size;
+    r.push_back({b, e});
+  };
+  for (int64_t row : rows) {
+    add(table.data, table.rows, row);
+    if (table.scale.data()) add(table.scale, table.scale.dim(0), row / std::max<int64_t>(1, table.block_rows));
+  }
+  std::sort(r.begin(), r.end(), [](const PageRange& a, const PageRange& b) { return a.begin < b.begin; });
+  std::vector<PageRange> merged;
+  for (const PageRange& p : r) {
+    if (!merged.empty() && p.begin <= merged.back().end) merged.back().end = std::max(merged.back().end, p.end);
+    else merged.push_back(p);
+  }
+  return merged;
+}
+
+int64_t prefetch_table_rows(const Weight& table, std::span<const int64_t> rows) {
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const std::vector<PageRange> pages = table_row_pages(table, rows, page);
+  // Advice only: a failure (e.g. memory that is not a mapping) changes nothing but speed.
+  for (const PageRange& p : pages) (void)madvise(reinterpret_cast<void*>(p.begin), p.end - p.begin, MADV_WILLNEED);
+  return static_cast<int64_t>(pages.size());
+}
+
 void engram_forward(CpuOps& ops, const V41Config& c, const EngramWeights& w, const int64_t* hash_ids, int64_t N,
                     float* X) {
   const int64_t n = c.hc_mult, d = c.hidden, hd = c.engram_head_dim;
@@ -223,6 +258,7 @@ void engram_forward(CpuOps& ops, const V41Config& c, const EngramWeights& w, con
   for (int64_t i = 0; i < N * cols; ++i) ids[i] = static_cast<int32_t>(hash_ids[i]);
   std::vector<float> rows(N * cols * hd), kv(N * (n + 1) * d);
   ops.embedding(w.table, ids.data(), N * cols, rows.data());
+  if (c.act_block() > 0) numerics::fake_fp8_rows(rows.data(), N, cols * hd, c.act_block());  // wkv is FP8
   ops.linear(rows.data(), N, w.wkv, kv.data());
   const float eps = static_cast<float>(c.rms_eps);
   const float inv_sqrt_d = 1.f / std::sqrt(static_cast<float>(d));

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,22 @@ class EngramHasher {
 /// too it must equal the derived map (the error names the first differing token id); without
 /// tokenizer.json the JSON is taken as given.
 Result<std::vector<int32_t>> load_token_map(const std::string& dir, const V41Config& c);
+
+/// A page-aligned byte range [begin, end) of a table's storage.
+struct PageRange {
+  uintptr_t begin = 0, end = 0;
+  bool operator==(const PageRange&) const = default;
+};
+
+/// The pages of `table` (its data and, when present, its scales) that reading `rows` touches,
+/// sorted and merged. Rows are those of Weight::dequant_rows (row r: bytes [r * row_bytes, ...) of
+/// the data, scale row r / block_rows).
+std::vector<PageRange> table_row_pages(const Weight& table, std::span<const int64_t> rows, size_t page_size);
+
+/// Asks the OS to read `rows` of the (memory-mapped) table ahead: madvise(MADV_WILLNEED) on their
+/// pages, which returns at once while the kernel reads them in. Values are untouched, so results do
+/// not depend on it. Returns the number of ranges advised.
+int64_t prefetch_table_rows(const Weight& table, std::span<const int64_t> rows);
 
 /// X [N, hc, d] += gate * value with rows = table[hash_ids] (hash_ids [N, cols]).
 void engram_forward(CpuOps& ops, const V41Config& c, const EngramWeights& w, const int64_t* hash_ids, int64_t N,

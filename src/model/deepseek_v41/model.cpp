@@ -1,5 +1,7 @@
 #include "model/deepseek_v41/model.h"
 
+#include <algorithm>
+
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
 
@@ -53,6 +55,36 @@ std::vector<int64_t> V41Model::engram_rows(const std::vector<int32_t>& history, 
   return out;
 }
 
+std::vector<std::vector<int64_t>> V41Model::engram_plan(std::span<const SeqInput> batch) const {
+  if (!hasher_) return {};
+  const int64_t L = hasher_->layers(), cols = hasher_->columns();
+  int64_t N = 0;
+  for (const SeqInput& in : batch) N += static_cast<int64_t>(in.tokens.size());
+  std::vector<std::vector<int64_t>> by_layer(L, std::vector<int64_t>(N * cols));
+  int64_t off = 0;
+  for (const SeqInput& in : batch) {
+    const int64_t count = static_cast<int64_t>(in.tokens.size());
+    const std::vector<int64_t> r = engram_rows(in.state->history, in.tokens);  // [count, L, cols]
+    for (int64_t i = 0; i < count; ++i)
+      for (int64_t l = 0; l < L; ++l)
+        std::copy_n(r.data() + (i * L + l) * cols, cols, by_layer[l].data() + (off + i) * cols);
+    off += count;
+  }
+  return by_layer;
+}
+
+std::vector<std::vector<int64_t>> V41Model::prefetch_engram(std::span<const SeqInput> upcoming) const {
+  for (const SeqInput& in : upcoming)
+    if (!in.state || !check_tokens(in.tokens).is_ok()) return {};  // forward() reports these
+  std::vector<std::vector<int64_t>> rows = engram_plan(upcoming);
+  for (size_t l = 0; l < rows.size(); ++l) {
+    std::sort(rows[l].begin(), rows[l].end());
+    rows[l].erase(std::unique(rows[l].begin(), rows[l].end()), rows[l].end());
+    prefetch_table_rows(w_.layers[cfg_.engram_layers[l]].engram->table, rows[l]);
+  }
+  return rows;
+}
+
 Status V41Model::forward(std::span<const SeqInput> batch, v4::ForwardOutput& out) {
   if (batch.empty()) return Status::invalid_argument("empty batch");
   v4::BatchLayout layout;
@@ -78,20 +110,13 @@ Status V41Model::forward(std::span<const SeqInput> batch, v4::ForwardOutput& out
   mp.swiglu_limit = static_cast<float>(cfg_.swiglu_limit);
   mp.gate_temp = static_cast<float>(cfg_.gate_temp);
   mp.renorm_eps = 1e-20f;
+  mp.act_block = cfg_.act_block();  // routed (MXFP4) and shared (FP8) experts' w1/w3 and w2 inputs
 
-  // Engram rows for every token and Engram layer: [N, layers, cols] -> per layer [N, cols].
-  std::vector<std::vector<int64_t>> rows_by_layer;
-  if (hasher_) {
-    const int64_t L = hasher_->layers(), cols = hasher_->columns();
-    rows_by_layer.assign(L, std::vector<int64_t>(N * cols));
-    for (size_t s = 0; s < batch.size(); ++s) {
-      const v4::SeqSlice& sl = layout.seqs[s];
-      std::vector<int64_t> r = engram_rows(batch[s].state->history, batch[s].tokens);
-      for (int64_t i = 0; i < sl.count; ++i)
-        for (int64_t l = 0; l < L; ++l)
-          std::copy_n(r.data() + (i * L + l) * cols, cols, rows_by_layer[l].data() + (sl.offset + i) * cols);
-    }
-  }
+  // Engram rows for every token and Engram layer, known before the step: advise them all now.
+  std::vector<std::vector<int64_t>> rows_by_layer = engram_plan(batch);
+  if (engram_prefetch_)
+    for (size_t l = 0; l < rows_by_layer.size(); ++l)
+      prefetch_table_rows(w_.layers[cfg_.engram_layers[l]].engram->table, rows_by_layer[l]);
 
   std::vector<float> X(N * n * d), e(N * d), x(N * d), f(N * d);
   ops.embedding(w_.embed, ids.data(), N, e.data());
@@ -154,6 +179,7 @@ Status V41Model::forward(std::span<const SeqInput> batch, v4::ForwardOutput& out
       if (static_cast<int64_t>(h.size()) > keep) h.erase(h.begin(), h.end() - keep);
     }
   }
+  last_engram_rows_ = std::move(rows_by_layer);
   return Status::ok();
 }
 

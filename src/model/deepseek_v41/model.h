@@ -48,6 +48,20 @@ class V41Model {
   /// can be prefetched before it runs.
   std::vector<int64_t> engram_rows(const std::vector<int32_t>& history, std::span<const int32_t> tokens) const;
 
+  /// The Engram rows a forward of `batch` reads: per Engram layer, [the batch's tokens in order,
+  /// columns]. Depends on the states' look-back and the token ids only; empty without Engram.
+  std::vector<std::vector<int64_t>> engram_plan(std::span<const SeqInput> batch) const;
+
+  /// Prefetches the table rows of an upcoming batch (tokens not yet run: a prefill chunk, or the
+  /// token just sampled) with prefetch_table_rows, for every Engram layer. Returns the rows advised
+  /// per layer (sorted, unique). forward() does the same for its own batch before computing
+  /// anything (unless disabled), so the later Engram layers' reads overlap the earlier layers.
+  std::vector<std::vector<int64_t>> prefetch_engram(std::span<const SeqInput> upcoming) const;
+  void set_engram_prefetch(bool on) { engram_prefetch_ = on; }
+
+  /// The Engram rows the last forward read, per Engram layer ([tokens, columns], as engram_plan).
+  const std::vector<std::vector<int64_t>>& last_engram_rows() const { return last_engram_rows_; }
+
  private:
   V41Model(Checkpoint ck, V41Config cfg, V41Weights w, Backend& backend);
   Status check_tokens(std::span<const int32_t> tokens) const;
@@ -58,6 +72,8 @@ class V41Model {
   Backend& backend_;
   v4::Rope rope_main_, rope_compress_;
   std::optional<EngramHasher> hasher_;
+  bool engram_prefetch_ = true;
+  std::vector<std::vector<int64_t>> last_engram_rows_;
 };
 
 }  // namespace deepinfer::v41
