@@ -144,7 +144,7 @@ TEST(Cli, ScoreWithReferenceRoundingMatchesKvQuantReference) {
   for (const bool rr : {true, false}) {
     std::string log;
     ASSERT_EQ(run(std::string(DI_CLI_PATH) + " score " + dir + " --input " + tmp + "/in.jsonl --output " + tmp +
-                      "/out.jsonl" + (rr ? " --reference-rounding" : ""),
+                      "/out.jsonl" + (rr ? " --reference-rounding --kv-rounding-only" : ""),
                   &log),
               0)
         << log;

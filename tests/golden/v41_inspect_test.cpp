@@ -20,6 +20,19 @@
 //     replicated 9,846,687,168; per GPU = replicated + routed / G:
 //               G=1 298,624,517,568  G=2 154,235,602,368  G=4 82,041,144,768  G=8 45,943,915,968
 //     Engram tables (host) 768,022,850 rows * (256 + 8) = 202,758,032,400 B
+//   DSpark      3 stages (docs/v41.md section 7; E' = 128 experts, R = 256, k = 3 target layers):
+//     per stage BF16 2 * (2*5120 + 1280 + 512 + 128*5120) = 1,334,784
+//               F32  4 * (2*(24*20480 + 24 + 3) + 64 + 128) = 3,933,144
+//               FP8  as a backbone layer's linears = 162,163,200 -> replicated 167,431,128
+//               routed 128 * 3 * 2304*5120 * 17/32 = 2,406,481,920 (split by id: 128 / G per GPU)
+//     stage 0   main_proj FP8 5120 x 15360: 78,643,200 + 160*480 = 78,720,000; main_norm 10,240
+//     stage 2   norm 10,240 + markov_head.embed / .head BF16 2 * 2 * 129280*256 = 132,382,720
+//               + confidence_head.proj BF16 2 * 5376 = 10,752 -> 132,403,712
+//     replicated 3 * 167,431,128 + 78,730,240 + 132,403,712 = 713,427,336; routed 7,219,445,760
+//     parameters 3 * (667,392 + 983,286 + 162,004,992 + 4,529,848,320) + 78,643,200 + 2*5120
+//               + 2*33,095,680 + 5376 = 14,225,362,146
+//   per GPU with DSpark = above + 713,427,336 + 7,219,445,760 / G:
+//               G=1 306,557,390,664  G=2 158,558,752,584  G=4 84,559,433,544  G=8 47,559,774,024
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -120,19 +133,27 @@ TEST(V41Inspect, PublishedConfigAndIndexGiveTheArchitecturesCounts) {
   const nlohmann::json& mem = j["memory"]["per_gpu_count"];
   ASSERT_EQ(mem.size(), 4u) << out;
   const int64_t gpus[] = {1, 2, 4, 8};
-  const uint64_t per_gpu[] = {298624517568ull, 154235602368ull, 82041144768ull, 45943915968ull};
+  const uint64_t per_gpu[] = {306557390664ull, 158558752584ull, 84559433544ull, 47559774024ull};
+  EXPECT_EQ(j["parameters"]["dspark"].get<uint64_t>(), 14225362146ull);
   for (size_t i = 0; i < 4; ++i) {
     EXPECT_EQ(mem[i]["gpus"].get<int64_t>(), gpus[i]);
     EXPECT_EQ(mem[i]["experts_per_gpu"].get<int64_t>(), 384 / gpus[i]);
     EXPECT_EQ(mem[i]["routed_expert_bytes_per_gpu"].get<uint64_t>(), 288777830400ull / gpus[i]);
     EXPECT_EQ(mem[i]["replicated_bytes_per_gpu"].get<uint64_t>(), 9846687168ull);
+    EXPECT_EQ(mem[i]["dspark_experts_per_gpu"].get<int64_t>(), 128 / gpus[i]);
+    EXPECT_EQ(mem[i]["dspark_routed_bytes_per_gpu"].get<uint64_t>(), 7219445760ull / gpus[i]);
+    EXPECT_EQ(mem[i]["dspark_replicated_bytes_per_gpu"].get<uint64_t>(), 713427336ull);
     EXPECT_EQ(mem[i]["weight_bytes_per_gpu"].get<uint64_t>(), per_gpu[i]);
+    EXPECT_EQ(mem[i]["weight_bytes_per_gpu"].get<uint64_t>(),
+              mem[i]["routed_expert_bytes_per_gpu"].get<uint64_t>() + mem[i]["replicated_bytes_per_gpu"].get<uint64_t>() +
+                  mem[i]["dspark_routed_bytes_per_gpu"].get<uint64_t>() +
+                  mem[i]["dspark_replicated_bytes_per_gpu"].get<uint64_t>());
     EXPECT_EQ(mem[i]["engram_table_host_bytes"].get<uint64_t>(), 202758032400ull);
     EXPECT_EQ(mem[i]["state_bytes_per_token"].get<double>(), 6400.0);
     EXPECT_EQ(mem[i]["state_bytes_per_sequence"].get<uint64_t>(), 10510348ull);
   }
   const std::string text = run(std::string(DI_CLI_PATH) + " inspect " + dir.string() + " 2>&1");
-  EXPECT_NE(text.find("8 GPUs     45.944 GB weights per GPU"), std::string::npos) << text;
+  EXPECT_NE(text.find("8 GPUs     47.560 GB weights per GPU"), std::string::npos) << text;
 
   // A missing tensor is an error naming the index and the tensor.
   nlohmann::json idx = synthetic_index();

@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "engine/engine.h"
+#include "gpus_flag.h"
 #include "jsonl.h"
 #include "server/generation.h"
 #include "server/routes.h"
@@ -38,6 +39,7 @@ struct GenArgs {
   int64_t max_running = 64;
   int64_t max_context = 65536;
   bool progress = true;
+  int gpus = 1;
 };
 
 int fail(const std::string& msg) {
@@ -133,6 +135,7 @@ Json result_line(const Job& job, const Json& resp) {
 }
 
 int run_generate(const GenArgs& a) {
+  if (int rc = check_gpus_flag("generate", a.gpus, a.model_dir)) return rc;
   auto lines = read_jsonl(a.input);
   if (!lines.is_ok()) return fail(std::string(lines.status().message()));
   std::vector<Job> jobs;
@@ -265,6 +268,7 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
   gen->add_flag("!--no-progress", a->progress, "no progress bar");
+  gen->add_option("--gpus", a->gpus, "GPUs of this node to spread the experts over (1: single device)");
   reg.add(gen, [a] { return run_generate(*a); });
 }
 

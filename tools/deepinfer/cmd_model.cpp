@@ -24,6 +24,7 @@ struct ModelArgs {
   std::string input, output;
   int threads = 0;
   bool reference_rounding = false;
+  bool kv_rounding_only = false;
 };
 
 Result<std::unique_ptr<Backend>> make_cpu(int threads) {
@@ -47,7 +48,8 @@ int run_score(const ModelArgs& a, int64_t top_k) {
   auto backend = make_cpu(a.threads);
   if (!backend.is_ok()) return fail(backend.status());
   LoadOptions lo;
-  lo.numerics.reference_rounding = a.reference_rounding;
+  lo.numerics.reference_rounding = a.reference_rounding || a.kv_rounding_only;
+  lo.numerics.kv_only = a.kv_rounding_only;
   auto model = load_model(a.model_dir, **backend, lo);
   if (!model.is_ok()) return fail(model.status());
   for (size_t i = 0; i < seqs.size(); ++i)
@@ -95,8 +97,10 @@ void register_model_commands(CLI::App& app, Registry& reg) {
   score->add_option("--top-logprobs", *top_k, "alternatives per position");
   score->add_option("--threads", args->threads, "CPU threads (0: all)");
   score->add_flag("--reference-rounding", args->reference_rounding,
-                  "reproduce the official reference's low-precision rounding (FP8/FP4 KV, indexer; V4 also "
-                  "FP8 activations) instead of exact arithmetic");
+                  "reproduce the official reference's low-precision rounding (FP8/FP4 KV, indexer, FP8 "
+                  "activations) instead of exact arithmetic");
+  score->add_flag("--kv-rounding-only", args->kv_rounding_only,
+                  "V4.1: only the KV / indexer part of --reference-rounding (the NumPy reference's kv_quant)");
   reg.add(score, [args, top_k] { return run_score(*args, *top_k); });
 
   auto dir = std::make_shared<std::string>();
@@ -226,7 +230,8 @@ int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) 
   j["tensors"] = {{"names", names.size()}, {"checked", r.matched}, {"scales", r.scales}, {"dspark", r.dspark},
                   {"not_checked", r.not_checked}, {"weights_present", have_weights}};
   j["parameters"] = {{"backbone", r.backbone_params}, {"engram_tables", r.engram_table_params},
-                     {"engram_other", r.engram_other_params}, {"total_without_dspark", total}};
+                     {"engram_other", r.engram_other_params}, {"total_without_dspark", total},
+                     {"dspark", r.dspark_params}};
   j["state"] = {{"bytes_per_token", ss.bytes_per_token}, {"bytes_per_sequence", ss.bytes_per_sequence},
                 {"dtype", "f32"}};
   const std::vector<v41::MemoryPlan> plans = v41::memory_plans(c);
@@ -234,10 +239,14 @@ int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) 
   for (const auto& p : plans)
     mem.push_back({{"gpus", p.gpus}, {"experts_per_gpu", p.experts_per_gpu},
                    {"routed_expert_bytes_per_gpu", p.routed_expert_bytes}, {"replicated_bytes_per_gpu", p.replicated_bytes},
+                   {"dspark_experts_per_gpu", p.dspark_experts_per_gpu},
+                   {"dspark_routed_bytes_per_gpu", p.dspark_routed_bytes},
+                   {"dspark_replicated_bytes_per_gpu", p.dspark_replicated_bytes},
                    {"weight_bytes_per_gpu", p.weight_bytes_per_gpu}, {"engram_table_host_bytes", p.engram_table_host_bytes},
                    {"state_bytes_per_token", p.state_bytes_per_token},
                    {"state_bytes_per_sequence", p.state_bytes_per_sequence}});
-  j["memory"] = {{"layout", "expert parallel: routed experts split by id, the rest replicated; Engram tables in host "
+  j["memory"] = {{"layout", "expert parallel: routed experts (backbone and DSpark) split by id, the rest replicated; "
+                            "weight_bytes_per_gpu includes DSpark; Engram tables in host "
                             "memory (mmapped); state f32 on the GPU running the sequence; stored formats as released"},
                  {"per_gpu_count", mem}};
   if (as_json) {
@@ -249,17 +258,20 @@ int run_inspect_v41(const std::string& dir, const Checkpoint& ck, bool as_json) 
               c.kv_sources.size(), c.index_sources.size(), c.engram_layers.size());
   std::printf("tensors      %zu names: %lld checked, %lld scales, %lld DSpark (not checked), %lld vision (not checked)\n",
               names.size(), (long long)r.matched, (long long)r.scales, (long long)r.dspark, (long long)r.not_checked);
-  std::printf("parameters   %.3f B backbone + %.3f B Engram tables + %.3f B Engram projections = %.3f B (without DSpark)\n",
-              r.backbone_params / 1e9, r.engram_table_params / 1e9, r.engram_other_params / 1e9, total / 1e9);
+  std::printf("parameters   %.3f B backbone + %.3f B Engram tables + %.3f B Engram projections = %.3f B (without DSpark); "
+              "DSpark %.3f B\n",
+              r.backbone_params / 1e9, r.engram_table_params / 1e9, r.engram_other_params / 1e9, total / 1e9,
+              r.dspark_params / 1e9);
   std::printf("state (f32)  %.1f bytes per token, %zu bytes per sequence (rings + open groups)\n", ss.bytes_per_token,
               ss.bytes_per_sequence);
   std::printf("memory       expert parallel (routed experts split, rest replicated); Engram tables %.3f GB in host memory\n",
               plans.empty() ? 0.0 : plans[0].engram_table_host_bytes / 1e9);
   for (const auto& p : plans)
-    std::printf("  %lld GPU%s     %.3f GB weights per GPU (%lld experts/layer %.3f GB + replicated %.3f GB), "
-                "+ %.1f B state per token\n",
+    std::printf("  %lld GPU%s     %.3f GB weights per GPU (%lld experts/layer %.3f GB + replicated %.3f GB + DSpark "
+                "%lld experts/stage %.3f GB + %.3f GB), + %.1f B state per token\n",
                 (long long)p.gpus, p.gpus == 1 ? " " : "s", p.weight_bytes_per_gpu / 1e9, (long long)p.experts_per_gpu,
-                p.routed_expert_bytes / 1e9, p.replicated_bytes / 1e9, p.state_bytes_per_token);
+                p.routed_expert_bytes / 1e9, p.replicated_bytes / 1e9, (long long)p.dspark_experts_per_gpu,
+                p.dspark_routed_bytes / 1e9, p.dspark_replicated_bytes / 1e9, p.state_bytes_per_token);
   return 0;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "gpus_flag.h"
 #include "core/log.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
@@ -41,9 +42,11 @@ struct ServeArgs {
   bool reasoning_alias = false;
   bool skip_tokenizer_init = false;
   double shutdown_grace_s = 30;
+  int gpus = 1;
 };
 
 int run_serve(const ServeArgs& a) {
+  if (int rc = check_gpus_flag("serve", a.gpus, a.model_dir)) return rc;
 #ifndef DI_SERVE_HAS_ENGINE
   std::fprintf(stderr, "deepinfer serve: this build has no serving engine (src/engine/engine.h)\n");
   return 1;
@@ -153,6 +156,7 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_flag("--reasoning-alias", a->reasoning_alias, "also emit `reasoning` next to `reasoning_content`");
   s->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init, "do not load tokenizer.json: token-id prompts only");
   s->add_option("--shutdown-grace", a->shutdown_grace_s, "seconds in-flight requests get after SIGTERM");
+  s->add_option("--gpus", a->gpus, "GPUs of this node to spread the experts over (1: single device)");
   reg.add(s, [a] { return run_serve(*a); });
 }
 

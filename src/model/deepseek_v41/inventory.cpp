@@ -66,6 +66,55 @@ std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
   return v;
 }
 
+std::vector<ExpectedTensor> expected_dspark_tensors(const V41Config& c) {
+  std::vector<ExpectedTensor> v;
+  if (c.num_mtp_layers <= 0 || !c.validate_dspark().is_ok()) return v;
+  const int64_t d = c.hidden, H = c.num_heads, D = c.head_dim, n = c.hc_mult, mix = (2 + n) * n;
+  const int64_t E = c.dspark_experts(), I = c.moe_inter, SI = I * c.n_shared_experts, R = c.dspark_markov_rank;
+  const int64_t k = static_cast<int64_t>(c.dspark_target_layers.size());
+  auto add = [&](std::string name, Shape s, bool lin) { v.push_back({std::move(name), std::move(s), lin, TensorGroup::kDSpark}); };
+  for (int64_t st = 0; st < c.num_mtp_layers; ++st) {
+    const std::string p = "mtp." + std::to_string(st) + ".";
+    add(p + "attn_norm.weight", {d}, false);
+    add(p + "ffn_norm.weight", {d}, false);
+    for (const char* site : {"hc_attn", "hc_ffn"}) {
+      add(p + site + "_fn", {mix, n * d}, false);
+      add(p + site + "_base", {mix}, false);
+      add(p + site + "_scale", {3}, false);
+    }
+    add(p + "attn.attn_sink", {H}, false);
+    add(p + "attn.wq_a.weight", {c.q_lora_rank, d}, true);
+    add(p + "attn.q_norm.weight", {c.q_lora_rank}, false);
+    add(p + "attn.wq_b.weight", {H * D, c.q_lora_rank}, true);
+    add(p + "attn.wkv.weight", {D, d}, true);
+    add(p + "attn.kv_norm.weight", {D}, false);
+    add(p + "attn.wo_a.weight", {c.o_groups * c.o_lora_rank, H * D / c.o_groups}, true);
+    add(p + "attn.wo_b.weight", {d, c.o_groups * c.o_lora_rank}, true);
+    add(p + "ffn.gate.weight", {E, d}, true);
+    add(p + "ffn.gate.bias", {E}, false);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+      add(ep + "w1.weight", {I, d}, true);
+      add(ep + "w2.weight", {d, I}, true);
+      add(ep + "w3.weight", {I, d}, true);
+    }
+    add(p + "ffn.shared_experts.w1.weight", {SI, d}, true);
+    add(p + "ffn.shared_experts.w2.weight", {d, SI}, true);
+    add(p + "ffn.shared_experts.w3.weight", {SI, d}, true);
+    if (st == 0) {
+      add(p + "main_proj.weight", {d, k * d}, true);
+      add(p + "main_norm.weight", {d}, false);
+    }
+    if (st == c.num_mtp_layers - 1) {
+      add(p + "norm.weight", {d}, false);
+      add(p + "markov_head.embed.weight", {c.vocab_size, R}, true);
+      add(p + "markov_head.head.weight", {c.vocab_size, R}, true);
+      add(p + "confidence_head.proj.weight", {1, d + R}, true);
+    }
+  }
+  return v;
+}
+
 IndexCheck check_index_names(const V41Config& c, const std::vector<std::string>& names) {
   IndexCheck r;
   const std::vector<ExpectedTensor> exp = expected_tensors(c);
@@ -93,6 +142,7 @@ IndexCheck check_index_names(const V41Config& c, const std::vector<std::string>&
     (e.group == TensorGroup::kBackbone ? r.backbone_params
      : e.group == TensorGroup::kEngramTable ? r.engram_table_params : r.engram_other_params) += p;
   }
+  for (const auto& e : expected_dspark_tensors(c)) r.dspark_params += static_cast<uint64_t>(shape_numel(e.shape));
   return r;
 }
 
@@ -111,7 +161,7 @@ StoredFormat stored_format(const ExpectedTensor& e) {
   if (contains(n, ".hc_") || ends_with(n, "attn_sink") || ends_with(n, "gate.bias")) return StoredFormat::kF32;
   for (const char* f8 : {"attn.wq_a.weight", "attn.wq_b.weight", "attn.wkv.weight", "attn.wo_a.weight",
                          "attn.wo_b.weight", "shared_experts.w1.weight", "shared_experts.w2.weight",
-                         "shared_experts.w3.weight", "indexer.wq_b.weight", "engram.wkv.weight"})
+                         "shared_experts.w3.weight", "indexer.wq_b.weight", "engram.wkv.weight", "main_proj.weight"})
     if (ends_with(n, f8)) return StoredFormat::kFp8Block32;
   return StoredFormat::kBf16;
 }
@@ -138,8 +188,10 @@ std::vector<MemoryPlan> memory_plans(const V41Config& c, const std::vector<int64
     else if (is_routed_expert(e.name)) routed += b;
     else replicated += b;
   }
+  uint64_t ds_routed = 0, ds_replicated = 0;
+  for (const ExpectedTensor& e : expected_dspark_tensors(c)) (is_routed_expert(e.name) ? ds_routed : ds_replicated) += stored_bytes(e);
   const v4::StateSizes ss = state_sizes(c);
-  const uint64_t E = static_cast<uint64_t>(c.n_routed_experts);
+  const uint64_t E = static_cast<uint64_t>(c.n_routed_experts), Ed = static_cast<uint64_t>(c.dspark_experts());
   std::vector<MemoryPlan> out;
   for (int64_t g : gpu_counts) {
     MemoryPlan p;
@@ -147,7 +199,10 @@ std::vector<MemoryPlan> memory_plans(const V41Config& c, const std::vector<int64
     p.experts_per_gpu = static_cast<int64_t>((E + g - 1) / g);
     p.routed_expert_bytes = E ? routed / E * static_cast<uint64_t>(p.experts_per_gpu) : 0;
     p.replicated_bytes = replicated;
-    p.weight_bytes_per_gpu = p.routed_expert_bytes + replicated;
+    p.dspark_experts_per_gpu = ds_routed ? static_cast<int64_t>((Ed + g - 1) / g) : 0;
+    p.dspark_routed_bytes = ds_routed ? ds_routed / Ed * static_cast<uint64_t>(p.dspark_experts_per_gpu) : 0;
+    p.dspark_replicated_bytes = ds_replicated;
+    p.weight_bytes_per_gpu = p.routed_expert_bytes + replicated + p.dspark_routed_bytes + p.dspark_replicated_bytes;
     p.engram_table_host_bytes = tables;
     p.state_bytes_per_token = ss.bytes_per_token;
     p.state_bytes_per_sequence = ss.bytes_per_sequence;

@@ -12,7 +12,7 @@
 
 namespace deepinfer::v41 {
 
-enum class TensorGroup : uint8_t { kBackbone, kEngramTable, kEngramOther };
+enum class TensorGroup : uint8_t { kBackbone, kEngramTable, kEngramOther, kDSpark };
 
 struct ExpectedTensor {
   std::string name;
@@ -23,10 +23,16 @@ struct ExpectedTensor {
 
 std::vector<ExpectedTensor> expected_tensors(const V41Config& c);
 
+/// The DSpark stages' tensors (mtp.0 .. mtp.{n-1}, n = num_nextn_predict_layers; docs/v41.md
+/// section 7, what V41Weights::load binds; the Markov heads under [O]'s markov_head.embed / .head
+/// names), group kDSpark. Empty when n = 0 or the DSpark config is incomplete.
+std::vector<ExpectedTensor> expected_dspark_tensors(const V41Config& c);
+
 struct IndexCheck {
   int64_t matched = 0, scales = 0, dspark = 0, not_checked = 0;
   std::vector<std::string> missing, unexpected;
   uint64_t backbone_params = 0, engram_table_params = 0, engram_other_params = 0;
+  uint64_t dspark_params = 0;  // from the config's inventory (expected_dspark_tensors)
 };
 
 /// Checks the names of an index's weight_map against the inventory. `mtp.*` (DSpark stages) are
@@ -50,13 +56,18 @@ uint64_t stored_bytes(const ExpectedTensor& e);
 /// and the Engram projections is replicated on every GPU. The Engram tables stay in host memory
 /// (memory-mapped from the checkpoint; a step reads only its rows), once per host. The state is the
 /// engine's f32 layout (state_sizes), held by the GPU that runs the sequence's attention (data
-/// parallel attention); DSpark stages and the vision tower are not counted.
+/// parallel attention). The DSpark stages are held like the backbone (their routed experts split by
+/// id, ceil(E' / gpus) per stage on the busiest GPU, the rest replicated) and counted apart; the
+/// vision tower is not counted.
 struct MemoryPlan {
   int64_t gpus = 1;
   int64_t experts_per_gpu = 0;           // per layer, on the busiest GPU
   uint64_t routed_expert_bytes = 0;      // per GPU
   uint64_t replicated_bytes = 0;         // per GPU
-  uint64_t weight_bytes_per_gpu = 0;     // routed + replicated
+  int64_t dspark_experts_per_gpu = 0;    // per stage, on the busiest GPU
+  uint64_t dspark_routed_bytes = 0;      // per GPU
+  uint64_t dspark_replicated_bytes = 0;  // per GPU
+  uint64_t weight_bytes_per_gpu = 0;     // routed + replicated + both DSpark parts
   uint64_t engram_table_host_bytes = 0;  // per host
   double state_bytes_per_token = 0;      // per token of a sequence on that GPU
   size_t state_bytes_per_sequence = 0;
