@@ -17,122 +17,235 @@ using detail::fail;
 
 namespace {
 
-constexpr int kHcN = 4, kHcMix = 24, kHcTok = 4, kHcChunk = 1024;
+constexpr int kHcN = 4, kHcMix = 24, kHcOut = kHcMix + 1, kHcChunk = 1024;
+// Canonical reduction order of the mHC dots (fixed by the shape, identical in both partial
+// kernels): 4d is cut into chunks of kHcKc; in a chunk, lane l (of kHcLanes) accumulates with
+// fmaf, in order, the float4s at columns l*4 + 32*i (i = 0..kHcSteps-1, .x .y .z .w); the 8
+// lanes are combined by the xor tree 1, 2, 4; the chunks are summed in order in the mix step.
+constexpr int kHcKc = 512, kHcLanes = 8, kHcSteps = kHcKc / (4 * kHcLanes);
+// Prefill partial: 4 tokens x 25 outputs per thread, fn chunk in shared memory (48 KB).
+constexpr int kHcPTok = 4, kHcPThreads = 128, kHcPTile = kHcPTok * kHcPThreads / kHcLanes;  // 64 tokens
+// Decode partial: 1 token x 5 outputs per thread, fn from global; 4 tokens x 5 output groups.
+constexpr int kHcDGroups = 5, kHcDOuts = kHcOut / kHcDGroups, kHcDTile = 4;
+constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial kernel
+constexpr int kHcSplitFinishMinT = 65;     // T >= this: mix kernel + collapse kernel
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+__device__ __forceinline__ float lane8_sum(float v) {
+#pragma unroll
+  for (int o = 1; o < kHcLanes; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float fma4(float4 a, float4 b, float acc) {
+  acc = __fmaf_rn(a.x, b.x, acc);
+  acc = __fmaf_rn(a.y, b.y, acc);
+  acc = __fmaf_rn(a.z, b.z, acc);
+  return __fmaf_rn(a.w, b.w, acc);
+}
 
-// Partial dots of 4 tokens x 24 mix rows (+ the sum of squares) over one 1024-wide chunk of 4d.
-// grid (ceil(T/4), 4d/1024), 256 threads, 4 consecutive values per thread. ws [T, nchunk, 25].
-__global__ void __launch_bounds__(256) hc_partial_kernel(const float* __restrict__ X, int T, int nd,
-                                                         const float* __restrict__ fn, float* __restrict__ ws) {
-  __shared__ float red[8][kHcTok * (kHcMix + 1)];
-  const int c = blockIdx.y, nchunk = gridDim.y, t0 = blockIdx.x * kHcTok;
-  const int col = c * kHcChunk + threadIdx.x * 4;
-  float4 x[kHcTok];
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+  const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
+
+// ws layout [nchunk][25][T] (token fastest: the mix step reads it coalesced).
+// Prefill: grid (ceil(T/64), nchunk), 128 threads = 16 token groups x 8 lanes; a thread holds
+// 4 tokens x 25 accumulators; fn's chunk (24 x 512) is staged in shared memory once per block;
+// each thread streams its own X float4s through a kHcPStages-deep cp.async ring (it reads back
+// only what it copied, so no block barrier in the loop).
+constexpr int kHcPStages = 3;
+constexpr size_t kHcPSmem = (size_t(kHcMix) * kHcKc + size_t(kHcPStages) * kHcPTok * kHcPThreads * 4) * sizeof(float);
+__global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
+                                                                           const float* __restrict__ fn,
+                                                                           float* __restrict__ ws) {
+  extern __shared__ float4 hc_smem[];
+  const float* sfn = reinterpret_cast<const float*>(hc_smem);
+  float4* sx = hc_smem + kHcMix * kHcKc / 4 + threadIdx.x;  // [stage][token j][thread]
+  const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), g = threadIdx.x / kHcLanes;
+  const int t0 = blockIdx.x * kHcPTile + g * kHcPTok;
+  const float* xr[kHcPTok];
 #pragma unroll
-  for (int i = 0; i < kHcTok; ++i)
-    x[i] = (t0 + i < T) ? *reinterpret_cast<const float4*>(X + int64_t(t0 + i) * nd + col)
-                        : make_float4(0.f, 0.f, 0.f, 0.f);
-  float acc[kHcTok][kHcMix + 1];
+  for (int j = 0; j < kHcPTok; ++j) xr[j] = X + int64_t(min(t0 + j, T - 1)) * nd + c * kHcKc + lane * 4;
+  auto issue = [&](int i) {
 #pragma unroll
-  for (int r = 0; r < kHcMix; ++r) {
-    const float4 f = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + col));
+    for (int j = 0; j < kHcPTok; ++j) cp_async16(sx + ((i % kHcPStages) * kHcPTok + j) * kHcPThreads, xr[j] + 32 * i);
+  };
 #pragma unroll
-    for (int i = 0; i < kHcTok; ++i) acc[i][r] = f.x * x[i].x + f.y * x[i].y + f.z * x[i].z + f.w * x[i].w;
+  for (int i = 0; i < kHcPStages - 1; ++i) {
+    issue(i);
+    cp_async_commit();
+  }
+  for (int i = threadIdx.x; i < kHcMix * kHcKc / 4; i += kHcPThreads) {
+    const int r = i / (kHcKc / 4), q = i % (kHcKc / 4);
+    hc_smem[i] = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc) + q);
+  }
+  float acc[kHcPTok][kHcOut];
+#pragma unroll
+  for (int j = 0; j < kHcPTok; ++j)
+#pragma unroll
+    for (int r = 0; r < kHcOut; ++r) acc[j][r] = 0.f;
+  __syncthreads();
+#pragma unroll 1
+  for (int i = 0; i < kHcSteps; ++i) {
+    if (i + kHcPStages - 1 < kHcSteps) issue(i + kHcPStages - 1);
+    cp_async_commit();
+    cp_async_wait<kHcPStages - 1>();
+    const int col = lane * 4 + 32 * i;
+    float4 x[kHcPTok];
+#pragma unroll
+    for (int j = 0; j < kHcPTok; ++j) x[j] = sx[((i % kHcPStages) * kHcPTok + j) * kHcPThreads];
+#pragma unroll
+    for (int r = 0; r < kHcMix; ++r) {
+      const float4 f = *reinterpret_cast<const float4*>(sfn + r * kHcKc + col);
+#pragma unroll
+      for (int j = 0; j < kHcPTok; ++j) acc[j][r] = fma4(x[j], f, acc[j][r]);
+    }
+#pragma unroll
+    for (int j = 0; j < kHcPTok; ++j) acc[j][kHcMix] = fma4(x[j], x[j], acc[j][kHcMix]);
   }
 #pragma unroll
-  for (int i = 0; i < kHcTok; ++i) acc[i][kHcMix] = x[i].x * x[i].x + x[i].y * x[i].y + x[i].z * x[i].z + x[i].w * x[i].w;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int j = 0; j < kHcPTok; ++j)
 #pragma unroll
-  for (int i = 0; i < kHcTok; ++i)
-#pragma unroll
-    for (int r = 0; r <= kHcMix; ++r) {
-      const float s = warp_sum(acc[i][r]);
-      if (lane == 0) red[warp][i * (kHcMix + 1) + r] = s;
+    for (int r = 0; r < kHcOut; ++r) {
+      const float s = lane8_sum(acc[j][r]);  // every lane of the 8 holds the same bits
+      if (lane == (j * kHcOut + r) % kHcLanes && t0 + j < T) ws[(int64_t(c) * kHcOut + r) * T + t0 + j] = s;
     }
-  __syncthreads();
-  if (threadIdx.x < kHcTok * (kHcMix + 1)) {
-    const int i = threadIdx.x / (kHcMix + 1), r = threadIdx.x % (kHcMix + 1);
-    float s = 0.f;
+}
+
+// Decode: grid (ceil(T/4), nchunk), 160 threads = 5 warps (output groups of 5 rows) x 4 tokens
+// x 8 lanes; the same per-output order as the prefill kernel (bitwise equal results).
+__global__ void __launch_bounds__(kHcDGroups * 32) hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd,
+                                                                          const float* __restrict__ fn,
+                                                                          float* __restrict__ ws) {
+  const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), og = threadIdx.x >> 5;
+  const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
+  const float* xr = X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4;
+  const int r0 = og * kHcDOuts;
+  float acc[kHcDOuts];
 #pragma unroll
-    for (int w = 0; w < 8; ++w) s += red[w][threadIdx.x];
-    if (t0 + i < T) ws[(int64_t(t0 + i) * nchunk + c) * (kHcMix + 1) + r] = s;
+  for (int o = 0; o < kHcDOuts; ++o) acc[o] = 0.f;
+#pragma unroll 4
+  for (int i = 0; i < kHcSteps; ++i) {
+    const float4 x = *reinterpret_cast<const float4*>(xr + 32 * i);
+#pragma unroll
+    for (int o = 0; o < kHcDOuts; ++o) {
+      const int r = r0 + o;
+      const float4 f = r < kHcMix ? __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc + lane * 4 + 32 * i))
+                                  : x;
+      acc[o] = fma4(x, f, acc[o]);
+    }
+  }
+#pragma unroll
+  for (int o = 0; o < kHcDOuts; ++o) {
+    const float s = lane8_sum(acc[o]);
+    if (lane == o && t < T) ws[(int64_t(c) * kHcOut + r0 + o) * T + t] = s;
   }
 }
 
-// grid (T, d/1024), 256 threads: mixes, sigmoid, Sinkhorn (thread 0, in registers), collapse.
-__global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int d, int nchunk,
+// Sum of chunk c = 0..nchunk-1 (in order) of output r of token t.
+__device__ __forceinline__ float hc_chunk_sum(const float* __restrict__ ws, int64_t T, int t, int nchunk, int r) {
+  float s = 0.f;
+  for (int c = 0; c < nchunk; ++c) s += ws[(int64_t(c) * kHcOut + r) * T + t];
+  return s;
+}
+
+// mixes -> pre, post, comb of one token (sm = the 24 dots and the sum of squares).
+__device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float* __restrict__ base,
+                                            const float* __restrict__ scale, float rms_eps, float hc_eps, int iters,
+                                            float* pre, float* post, float (&C)[kHcN][kHcN]) {
+  const float r = rsqrtf(sm[kHcMix] / static_cast<float>(kHcN * d) + rms_eps);
+  float m[kHcMix];
+#pragma unroll
+  for (int i = 0; i < kHcMix; ++i) m[i] = sm[i] * r;
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) {
+      C[j][k] = __fmaf_rn(m[2 * kHcN + j * kHcN + k], scale[2], base[2 * kHcN + j * kHcN + k]);
+      mx = fmaxf(mx, C[j][k]);
+    }
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) s += (C[j][k] = expf(C[j][k] - mx));
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) C[j][k] = C[j][k] / s + hc_eps;
+  }
+  auto col_norm = [&] {
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) {
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j) s += C[j][k];
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j) C[j][k] /= (s + hc_eps);
+    }
+  };
+  auto row_norm = [&] {
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) {
+      float s = 0.f;
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) s += C[j][k];
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) C[j][k] /= (s + hc_eps);
+    }
+  };
+  col_norm();
+  for (int it = 1; it < iters; ++it) {
+    row_norm();
+    col_norm();
+  }
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    pre[j] = sigmoidf_(__fmaf_rn(m[j], scale[0], base[j])) + hc_eps;
+    post[j] = 2.f * sigmoidf_(__fmaf_rn(m[kHcN + j], scale[1], base[kHcN + j]));
+  }
+}
+
+// input[t, e..e+3] = sum_j pre_j X_j (j in order, fmaf from 0).
+__device__ __forceinline__ float4 hc_collapse4(const float* __restrict__ xt, int64_t d, const float* p) {
+  float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    const float4 v = *reinterpret_cast<const float4*>(xt + j * d);
+    y.x = __fmaf_rn(p[j], v.x, y.x), y.y = __fmaf_rn(p[j], v.y, y.y);
+    y.z = __fmaf_rn(p[j], v.z, y.z), y.w = __fmaf_rn(p[j], v.w, y.w);
+  }
+  return y;
+}
+
+// Small T: grid (T, d/1024), 256 threads: mix (thread 0; each column block redoes it) + collapse.
+__global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int T, int d, int nchunk,
                                                         const float* __restrict__ ws, const float* __restrict__ base,
                                                         const float* __restrict__ scale, float rms_eps, float hc_eps,
                                                         int iters, float* __restrict__ pre, float* __restrict__ post,
                                                         float* __restrict__ comb, float* __restrict__ input) {
-  __shared__ float sm[kHcMix + 1];
+  __shared__ float sm[kHcOut];
   __shared__ float spre[kHcN];
   const int t = blockIdx.x;
-  if (threadIdx.x <= kHcMix) {
-    float s = 0.f;
-    for (int c = 0; c < nchunk; ++c) s += ws[(int64_t(t) * nchunk + c) * (kHcMix + 1) + threadIdx.x];
-    sm[threadIdx.x] = s;
-  }
+  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, T, t, nchunk, threadIdx.x);
   __syncthreads();
   if (threadIdx.x == 0) {
-    const float r = rsqrtf(sm[kHcMix] / static_cast<float>(kHcN * d) + rms_eps);
-    float m[kHcMix];
+    float pr[kHcN], po[kHcN], C[kHcN][kHcN];
+    hc_mix_math(sm, d, base, scale, rms_eps, hc_eps, iters, pr, po, C);
 #pragma unroll
-    for (int i = 0; i < kHcMix; ++i) m[i] = sm[i] * r;
-    float C[kHcN][kHcN];
-#pragma unroll
-    for (int j = 0; j < kHcN; ++j) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < kHcN; ++k) {
-        C[j][k] = m[2 * kHcN + j * kHcN + k] * scale[2] + base[2 * kHcN + j * kHcN + k];
-        mx = fmaxf(mx, C[j][k]);
-      }
-      float s = 0.f;
-#pragma unroll
-      for (int k = 0; k < kHcN; ++k) s += (C[j][k] = expf(C[j][k] - mx));
-#pragma unroll
-      for (int k = 0; k < kHcN; ++k) C[j][k] = C[j][k] / s + hc_eps;
-    }
-    auto col_norm = [&] {
-#pragma unroll
-      for (int k = 0; k < kHcN; ++k) {
-        float s = 0.f;
-#pragma unroll
-        for (int j = 0; j < kHcN; ++j) s += C[j][k];
-#pragma unroll
-        for (int j = 0; j < kHcN; ++j) C[j][k] /= (s + hc_eps);
-      }
-    };
-    auto row_norm = [&] {
+    for (int j = 0; j < kHcN; ++j) spre[j] = pr[j];
+    if (blockIdx.y == 0) {
 #pragma unroll
       for (int j = 0; j < kHcN; ++j) {
-        float s = 0.f;
-#pragma unroll
-        for (int k = 0; k < kHcN; ++k) s += C[j][k];
-#pragma unroll
-        for (int k = 0; k < kHcN; ++k) C[j][k] /= (s + hc_eps);
-      }
-    };
-    col_norm();
-    for (int it = 1; it < iters; ++it) {
-      row_norm();
-      col_norm();
-    }
-    const bool w = blockIdx.y == 0;
-#pragma unroll
-    for (int j = 0; j < kHcN; ++j) {
-      const float p = sigmoidf_(m[j] * scale[0] + base[j]) + hc_eps;
-      spre[j] = p;
-      if (w) {
-        pre[t * kHcN + j] = p;
-        post[t * kHcN + j] = 2.f * sigmoidf_(m[kHcN + j] * scale[1] + base[kHcN + j]);
+        pre[t * kHcN + j] = pr[j];
+        post[t * kHcN + j] = po[j];
 #pragma unroll
         for (int k = 0; k < kHcN; ++k) comb[(t * kHcN + j) * kHcN + k] = C[j][k];
       }
@@ -140,76 +253,127 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   }
   __syncthreads();
   const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
-  const float* xt = X + int64_t(t) * kHcN * d + e;
-  float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-  for (int j = 0; j < kHcN; ++j) {
-    const float4 v = *reinterpret_cast<const float4*>(xt + int64_t(j) * d);
-    const float p = spre[j];
-    y.x += p * v.x, y.y += p * v.y, y.z += p * v.z, y.w += p * v.w;
-  }
-  *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = y;
+  *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(X + int64_t(t) * kHcN * d + e, d, spre);
 }
 
-// One thread per (token, 4 columns): X_k <- post_k f + sum_j C[j][k] X_j.
-__global__ void hc_post_kernel(float* __restrict__ X, int64_t T, int d, const float* __restrict__ post,
-                               const float* __restrict__ comb, const float* __restrict__ f) {
-  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  const int q = d / 4;
-  if (i >= T * q) return;
-  const int64_t t = i / q;
-  const int e = static_cast<int>(i % q) * 4;
-  float* xt = X + t * kHcN * d + e;
-  float4 x[kHcN];
+// Large T, step 1: one thread per token (chunk sums read coalesced, Sinkhorn in registers).
+__global__ void __launch_bounds__(64) hc_mix_kernel(int T, int d, int nchunk, const float* __restrict__ ws,
+                                                    const float* __restrict__ base, const float* __restrict__ scale,
+                                                    float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
+                                                    float* __restrict__ post, float* __restrict__ comb) {
+  const int t = blockIdx.x * blockDim.x + threadIdx.x;
+  if (t >= T) return;
+  float sm[kHcOut];
 #pragma unroll
-  for (int j = 0; j < kHcN; ++j) x[j] = *reinterpret_cast<const float4*>(xt + int64_t(j) * d);
-  const float4 fv = *reinterpret_cast<const float4*>(f + t * d + e);
-  const float* C = comb + t * kHcN * kHcN;
+  for (int r = 0; r < kHcOut; ++r) sm[r] = hc_chunk_sum(ws, T, t, nchunk, r);
+  float pr[kHcN], po[kHcN], C[kHcN][kHcN];
+  hc_mix_math(sm, d, base, scale, rms_eps, hc_eps, iters, pr, po, C);
 #pragma unroll
-  for (int k = 0; k < kHcN; ++k) {
-    const float pk = post[t * kHcN + k];
-    float4 r = make_float4(pk * fv.x, pk * fv.y, pk * fv.z, pk * fv.w);
+  for (int j = 0; j < kHcN; ++j) {
+    pre[t * kHcN + j] = pr[j];
+    post[t * kHcN + j] = po[j];
 #pragma unroll
-    for (int j = 0; j < kHcN; ++j) {
-      const float c = C[j * kHcN + k];
-      r.x += c * x[j].x, r.y += c * x[j].y, r.z += c * x[j].z, r.w += c * x[j].w;
+    for (int k = 0; k < kHcN; ++k) comb[(t * kHcN + j) * kHcN + k] = C[j][k];
+  }
+}
+
+// Large T, step 2: grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each (X read once).
+__global__ void __launch_bounds__(256) hc_collapse_kernel(const float* __restrict__ X, int d,
+                                                          const float* __restrict__ pre, float* __restrict__ input) {
+  const int t = blockIdx.x, q = d / 4;
+  float p[kHcN];
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) p[j] = pre[t * kHcN + j];
+  const float* xt = X + int64_t(t) * kHcN * d;
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int c = (blockIdx.y * 4 + u) * 256 + threadIdx.x;
+    if (c < q) reinterpret_cast<float4*>(input + int64_t(t) * d)[c] = hc_collapse4(xt + c * 4, d, p);
+  }
+}
+
+// grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each: X_k <- post_k f + sum_j C[j][k] X_j
+// (same per-element expression as before: post_k f, then + C[j][k] X_j for j in order).
+__global__ void __launch_bounds__(256) hc_post_kernel(float* __restrict__ X, int d, const float* __restrict__ post,
+                                                      const float* __restrict__ comb, const float* __restrict__ f) {
+  const int t = blockIdx.x, q = d / 4;
+  float C[kHcN][kHcN], pk[kHcN];
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    pk[j] = post[t * kHcN + j];
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) C[j][k] = comb[(t * kHcN + j) * kHcN + k];
+  }
+  float* xt = X + int64_t(t) * kHcN * d;
+  const float* ft = f + int64_t(t) * d;
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int c = (blockIdx.y * 4 + u) * 256 + threadIdx.x;
+    if (c >= q) break;
+    float4 x[kHcN];
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) x[j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[c];
+    const float4 fv = reinterpret_cast<const float4*>(ft)[c];
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) {
+      float4 r = make_float4(pk[k] * fv.x, pk[k] * fv.y, pk[k] * fv.z, pk[k] * fv.w);
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j) {
+        r.x = __fmaf_rn(C[j][k], x[j].x, r.x), r.y = __fmaf_rn(C[j][k], x[j].y, r.y);
+        r.z = __fmaf_rn(C[j][k], x[j].z, r.z), r.w = __fmaf_rn(C[j][k], x[j].w, r.w);
+      }
+      reinterpret_cast<float4*>(xt + int64_t(k) * d)[c] = r;
     }
-    *reinterpret_cast<float4*>(xt + int64_t(k) * d) = r;
   }
 }
 
 // ---- routing ----
-// grid (E/8, ceil(T/8)), 8 warps: warp = one expert, 8 tokens; lane covers 8 columns per 256.
+// logits[t, e] = h[t] . gate[e] in one order for every tile shape: lane l (of 32) accumulates
+// with fmaf, in order, columns k0 + l*8 + 0..7 for k0 = 0, 256, ..., then the warp's xor tree
+// 16..1. A warp holds TM tokens x TN experts; a block is WM x WN warps (8). The tile only
+// changes reuse, never the bits, so the decode and prefill shapes give identical logits.
+template <int TM, int TN, int WM, int WN>
 __global__ void __launch_bounds__(256) router_logits_kernel(const float* __restrict__ h, int T, int d,
                                                             const uint16_t* __restrict__ gate, int E,
                                                             float* __restrict__ logits) {
+  static_assert(WM * WN == 8, "8 warps");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int e = blockIdx.x * 8 + warp, t0 = blockIdx.y * 8;
-  float acc[8];
+  const int t0 = (blockIdx.y * WM + warp / WN) * TM, e0 = (blockIdx.x * WN + warp % WN) * TN;
+  const float* hr = h + lane * 8;
+  const uint16_t* gr = gate + int64_t(e0) * d + lane * 8;
+  int64_t ho[TM];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] = 0.f;
-  for (int k = lane * 8; k < d; k += 256) {
-    const uint4 g = detail::ldg_nc_v4(gate + int64_t(e) * d + k);
-    float w[8];
-    const uint32_t gw[4] = {g.x, g.y, g.z, g.w};
+  for (int i = 0; i < TM; ++i) ho[i] = int64_t(min(t0 + i, T - 1)) * d;
+  float acc[TM][TN];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      w[2 * j] = __uint_as_float(gw[j] << 16);
-      w[2 * j + 1] = __uint_as_float(gw[j] & 0xffff0000u);
-    }
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      if (t0 + i >= T) break;
-      const float4* px = reinterpret_cast<const float4*>(h + int64_t(t0 + i) * d + k);
-      const float4 a = px[0], b = px[1];
-      acc[i] += a.x * w[0] + a.y * w[1] + a.z * w[2] + a.w * w[3] + b.x * w[4] + b.y * w[5] + b.z * w[6] + b.w * w[7];
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  for (int k = 0; k < d; k += 256) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float4 w[TN];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) {
+        const uint2 g = __ldg(reinterpret_cast<const uint2*>(gr + int64_t(j) * d + k + 4 * half));
+        w[j] = make_float4(__uint_as_float(g.x << 16), __uint_as_float(g.x & 0xffff0000u), __uint_as_float(g.y << 16),
+                           __uint_as_float(g.y & 0xffff0000u));
+      }
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const float4 a = *reinterpret_cast<const float4*>(hr + ho[i] + k + 4 * half);
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fma4(a, w[j], acc[i][j]);
+      }
     }
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const float s = warp_sum(acc[i]);
-    if (lane == 0 && t0 + i < T) logits[int64_t(t0 + i) * E + e] = s;
-  }
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const float s = warp_sum(acc[i][j]);  // every lane holds the same bits
+      if (lane == (i * TN + j) % 32 && t0 + i < T) logits[int64_t(t0 + i) * E + e0 + j] = s;
+    }
 }
 
 __device__ __forceinline__ bool better(float ka, int ia, float kb, int ib) {
@@ -429,7 +593,7 @@ inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<un
 }  // namespace
 
 size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
-  return static_cast<size_t>(T) * (kHcN * d / kHcChunk) * (kHcMix + 1) * sizeof(float);
+  return static_cast<size_t>(T) * (kHcN * d / kHcKc) * kHcOut * sizeof(float);
 }
 
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
@@ -437,20 +601,38 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
             void* workspace, void* stream) {
   if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
   if (T <= 0) return true;
-  const int nd = static_cast<int>(kHcN * d), nchunk = nd / kHcChunk;
+  if (T > INT_MAX / 2) return fail("hc_pre: T too large");
+  const int nd = static_cast<int>(kHcN * d), nchunk = nd / kHcKc, Ti = static_cast<int>(T);
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
-  hc_partial_kernel<<<dim3(blocks_for(T, kHcTok), nchunk), 256, 0, s>>>(X, static_cast<int>(T), nd, fn, ws);
-  if (!check_launch("hc_partial_kernel")) return false;
-  hc_finish_kernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s>>>(
-      X, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
-  return check_launch("hc_finish_kernel");
+  if (T >= kHcPartialPrefillMinT) {
+    if (cudaFuncSetAttribute(hc_partial_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kHcPSmem)) != cudaSuccess)
+      return fail("hc_pre: cudaFuncSetAttribute failed");
+    hc_partial_prefill_kernel<<<dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s>>>(X, Ti, nd, fn, ws);
+    if (!check_launch("hc_partial_prefill_kernel")) return false;
+  } else {
+    hc_partial_decode_kernel<<<dim3(blocks_for(T, kHcDTile), nchunk), kHcDGroups * 32, 0, s>>>(X, Ti, nd, fn, ws);
+    if (!check_launch("hc_partial_decode_kernel")) return false;
+  }
+  if (T < kHcSplitFinishMinT) {
+    hc_finish_kernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s>>>(
+        X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
+    return check_launch("hc_finish_kernel");
+  }
+  hc_mix_kernel<<<blocks_for(T, 64), 64, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps,
+                                                  sinkhorn_iters, pre, post, comb);
+  if (!check_launch("hc_mix_kernel")) return false;
+  hc_collapse_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s>>>(
+      X, static_cast<int>(d), pre, input);
+  return check_launch("hc_collapse_kernel");
 }
 
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {
   if (d % 4) return fail("hc_post: d % 4 != 0");
   if (T <= 0) return true;
-  hc_post_kernel<<<blocks_for(T * d / 4), 256, 0, as_stream(stream)>>>(X, T, static_cast<int>(d), post, comb, f);
+  hc_post_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, as_stream(stream)>>>(
+      X, static_cast<int>(d), post, comb, f);
   return check_launch("hc_post_kernel");
 }
 
@@ -459,8 +641,18 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
   if (d % 256 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route: need d % 256 == 0, E % 8 == 0, E <= 1024, k <= 16");
   if (T <= 0) return true;
   const cudaStream_t s = as_stream(stream);
-  router_logits_kernel<<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
-      h, static_cast<int>(T), static_cast<int>(d), gate, static_cast<int>(E), logits_ws);
+  const int Ti = static_cast<int>(T), di = static_cast<int>(d), Ei = static_cast<int>(E);
+  // Same bits from every shape (router_logits_kernel): pick by reuse only.
+  if (T > 128 && E % 32 == 0) {
+    router_logits_kernel<8, 8, 2, 4><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 16)), 256, 0, s>>>(
+        h, Ti, di, gate, Ei, logits_ws);
+  } else if (T > 8 && E % 32 == 0) {
+    router_logits_kernel<8, 4, 1, 8><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 8)), 256, 0, s>>>(
+        h, Ti, di, gate, Ei, logits_ws);
+  } else {
+    router_logits_kernel<8, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
+        h, Ti, di, gate, Ei, logits_ws);
+  }
   if (!check_launch("router_logits_kernel")) return false;
   router_topk_kernel<<<static_cast<unsigned>(T), 256, 0, s>>>(logits_ws, static_cast<int>(E), bias, k, scaling,
                                                                experts, weights);
