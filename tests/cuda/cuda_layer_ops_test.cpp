@@ -3,10 +3,14 @@
 // random inputs. Tolerances: mHC pre/post/comb max abs 1e-5, collapsed input and hc_post rel L2
 // 1e-5; routing ids exact on tokens whose k-th and (k+1)-th keys differ by > 1e-3 (no near-tie),
 // weights max abs 1e-5; SwiGLU rel 1e-6; the MoE sublayer (MXFP4 experts, activations rounded
-// to fp16 by the GPU kernel) rel L2 2e-3. Skips without a device.
+// to fp16 by the GPU kernel) rel L2 2e-3. Row invariance: a token's mHC and routing outputs are
+// bitwise equal whether computed alone (T = 1, the decode kernels) or inside T = 7, 40, 300, 4100
+// (the prefill kernels). PrefillSpeed prints CUDA-event times (no assertion). Skips without a device.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <numeric>
@@ -57,6 +61,20 @@ double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// Index of the first element whose bits differ (-1 if none).
+template <class T>
+int64_t first_bit_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+template <class T>
+std::vector<T> slice(const std::vector<T>& v, int64_t row, int64_t width) {
+  return std::vector<T>(v.begin() + row * width, v.begin() + (row + 1) * width);
+}
+
 TEST(CudaLayerOps, HcPreAndPostMatchCpu) {
   SKIP_WITHOUT_DEVICE();
   ThreadPool pool(0);
@@ -71,7 +89,7 @@ TEST(CudaLayerOps, HcPreAndPostMatchCpu) {
   w.base = randn(mix, rng, 0.5f);
   w.scale = {0.8f, 1.3f, 2.0f};
   Dev dfn(fnv.data(), fnv.size() * 4), dbase(w.base.data(), mix * 4), dscale(w.scale.data(), 12);
-  for (int64_t T : {1, 5, 33}) {
+  for (int64_t T : {1, 5, 7, 33, 300, 4100}) {
     const auto X = randn(T * n * d, rng);
     const auto f = randn(T * d, rng);
     v4::HcMix ref = v4::hc_mix(cpu, p, w, X.data(), T);
@@ -86,14 +104,73 @@ TEST(CudaLayerOps, HcPreAndPostMatchCpu) {
                            p.hc_eps, 20, dpre.as<float>(), dpost.as<float>(), dcomb.as<float>(), din.as<float>(), ws.p))
         << dc::last_error();
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-    EXPECT_LT(max_abs(download<float>(dpre, T * n), ref.pre), 1e-5) << "T=" << T;
-    EXPECT_LT(max_abs(download<float>(dpost, T * n), ref.post), 1e-5) << "T=" << T;
-    EXPECT_LT(max_abs(download<float>(dcomb, T * n * n), ref.comb), 1e-5) << "T=" << T;
-    EXPECT_LT(rel_l2(download<float>(din, T * d), ref.input), 1e-5) << "T=" << T;
+    const double e_pre = max_abs(download<float>(dpre, T * n), ref.pre);
+    const double e_post = max_abs(download<float>(dpost, T * n), ref.post);
+    const double e_comb = max_abs(download<float>(dcomb, T * n * n), ref.comb);
+    const double e_in = rel_l2(download<float>(din, T * d), ref.input);
+    std::printf("hc_pre T=%lld: max abs pre %.3g post %.3g comb %.3g, input rel L2 %.3g\n", (long long)T, e_pre,
+                e_post, e_comb, e_in);
+    EXPECT_LT(e_pre, 1e-5) << "T=" << T;
+    EXPECT_LT(e_post, 1e-5) << "T=" << T;
+    EXPECT_LT(e_comb, 1e-5) << "T=" << T;
+    EXPECT_LT(e_in, 1e-5) << "T=" << T;
     // hc_post on the CPU's own mix (isolates the expand)
     Dev cpost(ref.post.data(), T * n * 4), ccomb(ref.comb.data(), T * n * n * 4);
     ASSERT_TRUE(dc::hc_post(dX.as<float>(), T, d, cpost.as<float>(), ccomb.as<float>(), df.as<float>()));
-    EXPECT_LT(rel_l2(download<float>(dX, T * n * d), Xpost), 1e-5) << "T=" << T;
+    const double e_post_x = rel_l2(download<float>(dX, T * n * d), Xpost);
+    std::printf("hc_post T=%lld: rel L2 %.3g\n", (long long)T, e_post_x);
+    EXPECT_LT(e_post_x, 1e-5) << "T=" << T;
+  }
+}
+
+// hc_pre / hc_post of a row alone (T = 1: decode kernels) == the same row inside T = 7, 40, 300,
+// 4100 (the prefill partial, the fused and the split finish), bit for bit.
+TEST(CudaLayerOps, HcRowInvariance) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(15);
+  const int64_t d = 4096, n = 4, mix = 24, Tmax = 4100;
+  const auto fnv = randn(mix * n * d, rng, 0.01f);
+  const auto base = randn(mix, rng, 0.5f);
+  const std::vector<float> scale = {0.8f, 1.3f, 2.0f};
+  const auto X = randn(Tmax * n * d, rng);
+  const auto f = randn(Tmax * d, rng);
+  Dev dfn(fnv.data(), fnv.size() * 4), dbase(base.data(), mix * 4), dscale(scale.data(), 12);
+  Dev dX(X.data(), X.size() * 4), df(f.data(), f.size() * 4);
+  struct Out {
+    std::vector<float> pre, post, comb, input, xpost;
+  };
+  // outputs of rows [row0, row0 + T)
+  auto run = [&](int64_t row0, int64_t T) {
+    Dev xin(X.data() + row0 * n * d, T * n * d * 4);
+    Dev dpre(T * n * 4), dpost(T * n * 4), dcomb(T * n * n * 4), din(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
+    Out o;
+    EXPECT_TRUE(dc::hc_pre(xin.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f,
+                           20, dpre.as<float>(), dpost.as<float>(), dcomb.as<float>(), din.as<float>(), ws.p))
+        << dc::last_error();
+    EXPECT_TRUE(dc::hc_post(xin.as<float>(), T, d, dpost.as<float>(), dcomb.as<float>(), df.as<float>() + row0 * d))
+        << dc::last_error();
+    EXPECT_TRUE(dc::synchronize()) << dc::last_error();
+    o.pre = download<float>(dpre, T * n), o.post = download<float>(dpost, T * n);
+    o.comb = download<float>(dcomb, T * n * n), o.input = download<float>(din, T * d);
+    o.xpost = download<float>(xin, T * n * d);
+    return o;
+  };
+  for (int64_t T : {int64_t(7), int64_t(40), int64_t(300), Tmax}) {
+    const Out big = run(0, T);
+    for (int64_t t : {int64_t(0), T / 2, T - 1}) {
+      const Out one = run(t, 1);
+      const int64_t m_pre = first_bit_mismatch(one.pre, slice(big.pre, t, n));
+      const int64_t m_post = first_bit_mismatch(one.post, slice(big.post, t, n));
+      const int64_t m_comb = first_bit_mismatch(one.comb, slice(big.comb, t, n * n));
+      const int64_t m_in = first_bit_mismatch(one.input, slice(big.input, t, d));
+      const int64_t m_x = first_bit_mismatch(one.xpost, slice(big.xpost, t, n * d));
+      EXPECT_TRUE(m_pre < 0 && m_post < 0 && m_comb < 0 && m_in < 0 && m_x < 0)
+          << "row " << t << " of T=" << T << " vs alone: first mismatch pre " << m_pre << " post " << m_post
+          << " comb " << m_comb << " input " << m_in << " hc_post X " << m_x
+          << (m_comb >= 0 ? " (comb " + std::to_string(one.comb[m_comb]) + " vs " +
+                                std::to_string(big.comb[t * n * n + m_comb]) + ")"
+                          : std::string());
+    }
   }
 }
 
@@ -118,7 +195,7 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
   w.bias = randn(E, rng, 0.1f);
   Dev dg(gb.data(), gb.size() * 2), dbias(w.bias.data(), E * 4);
   int checked = 0, skipped = 0;
-  for (int64_t T : {1, 7, 64, 128}) {
+  for (int64_t T : {1, 7, 64, 128, 300, 4100}) {
     const auto h = randn(T * d, rng);
     const v4::Routing ref = v4::route(cpu, p, w, false, h.data(), nullptr, T);
     // CPU keys, to find near-ties
@@ -130,6 +207,13 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
         << dc::last_error();
     const auto ex = download<int32_t>(dex, T * K);
     const auto wt = download<float>(dw, T * K);
+    const auto gl = download<float>(dl, T * E);
+    double lerr = 0, lmax = 0;
+    for (size_t i = 0; i < gl.size(); ++i) {
+      lerr = std::max(lerr, std::fabs(double(gl[i]) - logits[i]));
+      lmax = std::max(lmax, std::fabs(double(logits[i])));
+    }
+    std::printf("route T=%lld: logits max abs err %.3g (max |logit| %.3g)\n", (long long)T, lerr, lmax);
     for (int64_t t = 0; t < T; ++t) {
       std::vector<float> key(E);
       for (int64_t e = 0; e < E; ++e) {
@@ -153,6 +237,48 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
   }
   EXPECT_GT(checked, 100);
   std::printf("routing: %d tokens compared, %d with near-ties skipped\n", checked, skipped);
+}
+
+// Router logits / experts / weights of a row alone (T = 1: the decode tile) == the same row
+// inside T = 7, 64, 300, 4100 (the 8x32 and 16x32 tiles), bit for bit.
+TEST(CudaLayerOps, RouteRowInvariance) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(16);
+  const int64_t E = 256, d = 4096, Tmax = 4100;
+  const int K = 6;
+  const auto gf = randn(E * d, rng, 0.02f);
+  std::vector<uint16_t> gb(gf.size());
+  for (size_t i = 0; i < gf.size(); ++i) gb[i] = to_bf16(gf[i]);
+  const auto bias = randn(E, rng, 0.1f);
+  const auto h = randn(Tmax * d, rng);
+  Dev dg(gb.data(), gb.size() * 2), dbias(bias.data(), E * 4), dh(h.data(), h.size() * 4);
+  struct Out {
+    std::vector<float> logits, weights;
+    std::vector<int32_t> experts;
+  };
+  auto run = [&](int64_t row0, int64_t T) {
+    Dev dl(T * E * 4), dex(T * K * 4), dw(T * K * 4);
+    EXPECT_TRUE(dc::moe_route(dh.as<float>() + row0 * d, T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                              dl.as<float>(), dex.as<int32_t>(), dw.as<float>()))
+        << dc::last_error();
+    EXPECT_TRUE(dc::synchronize()) << dc::last_error();
+    return Out{download<float>(dl, T * E), download<float>(dw, T * K), download<int32_t>(dex, T * K)};
+  };
+  for (int64_t T : {int64_t(7), int64_t(64), int64_t(300), Tmax}) {
+    const Out big = run(0, T);
+    for (int64_t t : {int64_t(0), T / 2, T - 1}) {
+      const Out one = run(t, 1);
+      const int64_t ml = first_bit_mismatch(one.logits, slice(big.logits, t, E));
+      const int64_t me = first_bit_mismatch(one.experts, slice(big.experts, t, K));
+      const int64_t mw = first_bit_mismatch(one.weights, slice(big.weights, t, K));
+      EXPECT_TRUE(ml < 0 && me < 0 && mw < 0)
+          << "row " << t << " of T=" << T << " vs alone: first mismatch logits " << ml << " experts " << me
+          << " weights " << mw
+          << (ml >= 0 ? " (logit " + std::to_string(one.logits[ml]) + " vs " + std::to_string(big.logits[t * E + ml]) +
+                            ")"
+                      : std::string());
+    }
+  }
 }
 
 TEST(CudaLayerOps, SwigluMatchesHost) {
@@ -213,7 +339,7 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
   const dc::ExpertPtrs sp{up(w.shared_w1.data), up(w.shared_w1.scale), up(w.shared_w3.data),
                           up(w.shared_w3.scale), up(w.shared_w2.data), up(w.shared_w2.scale)};
   Dev dptrs(hp.data(), hp.size() * sizeof(dc::ExpertPtrs)), dg(gb.data(), gb.size() * 2), dbias(w.bias.data(), E * 4);
-  for (int64_t T : {1, 9, 40}) {
+  for (int64_t T : {1, 7, 9, 40, 300, 2048}) {  // moe_build_groups takes T * k <= 8192
     const auto h = randn(T * d, rng, 0.5f);
     std::vector<float> ref(T * d);
     v4::moe_forward(cpu, p, w, false, h.data(), nullptr, T, d, ref.data());
@@ -235,14 +361,18 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
     ASSERT_TRUE(dc::mxfp4_linear_grouped(g13.as<dc::Mxfp4Group>(), 2 * G, mm, I, d)) << dc::last_error();
     ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
     ASSERT_TRUE(dc::mxfp4_linear_grouped(g2.as<dc::Mxfp4Group>(), G, mm, d, I)) << dc::last_error();
-    // shared expert: groups on the host (m = T <= 64)
-    std::vector<dc::Mxfp4Group> s13 = {{sp.w1, sp.s1, dh.as<float>(), sg.as<float>(), static_cast<int32_t>(T), 0},
-                                       {sp.w3, sp.s3, dh.as<float>(), su.as<float>(), static_cast<int32_t>(T), 0}};
-    std::vector<dc::Mxfp4Group> s2 = {{sp.w2, sp.s2, sa.as<float>(), sy.as<float>(), static_cast<int32_t>(T), 0}};
-    Dev ds13(s13.data(), 2 * sizeof(dc::Mxfp4Group)), ds2(s2.data(), sizeof(dc::Mxfp4Group));
-    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds13.as<dc::Mxfp4Group>(), 2, ms, I, d));
+    // shared expert: groups on the host, 64 rows each (a group holds m <= 64)
+    std::vector<dc::Mxfp4Group> s13, s2;
+    for (int64_t r0 = 0; r0 < T; r0 += 64) {
+      const int32_t m = static_cast<int32_t>(std::min<int64_t>(64, T - r0));
+      s13.push_back({sp.w1, sp.s1, dh.as<float>() + r0 * d, sg.as<float>() + r0 * I, m, 0});
+      s13.push_back({sp.w3, sp.s3, dh.as<float>() + r0 * d, su.as<float>() + r0 * I, m, 0});
+      s2.push_back({sp.w2, sp.s2, sa.as<float>() + r0 * I, sy.as<float>() + r0 * d, m, 0});
+    }
+    Dev ds13(s13.data(), s13.size() * sizeof(dc::Mxfp4Group)), ds2(s2.data(), s2.size() * sizeof(dc::Mxfp4Group));
+    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds13.as<dc::Mxfp4Group>(), static_cast<int>(s13.size()), ms, I, d));
     ASSERT_TRUE(dc::swiglu(sg.as<float>(), su.as<float>(), I, T, I, 10.f, sa.as<float>()));
-    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds2.as<dc::Mxfp4Group>(), 1, ms, d, I));
+    ASSERT_TRUE(dc::mxfp4_linear_grouped(ds2.as<dc::Mxfp4Group>(), static_cast<int>(s2.size()), ms, d, I));
     ASSERT_TRUE(dc::moe_combine(yp.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
                                 out.as<float>()));
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
@@ -250,8 +380,75 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
     auto pv = download<int32_t>(pos, R);
     std::sort(pv.begin(), pv.end());
     for (int i = 0; i < R; ++i) ASSERT_EQ(pv[i], i);
-    EXPECT_LT(rel_l2(download<float>(out, T * d), ref), 2e-3) << "T=" << T;
+    const double err = rel_l2(download<float>(out, T * d), ref);
+    std::printf("moe sublayer T=%lld: rel L2 %.3g\n", (long long)T, err);
+    EXPECT_LT(err, 2e-3) << "T=" << T;
   }
+}
+
+// Prefill speed (printed, not asserted): CUDA-event times of hc_pre, hc_post and moe_route on
+// V4-Flash shapes (d 4096, 4 streams, 256 experts, top-6) at T = 1 .. 8192. GB/s counts the
+// minimal traffic (hc_pre: X read once + fn + input written; hc_post: X read + written + f;
+// route: h + gate + logits); TFLOP/s the dots (hc_pre 2*T*16384*25, route 2*T*4096*256).
+TEST(CudaLayerOps, PrefillSpeed) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t d = 4096, n = 4, mix = 24, E = 256, Tmax = 8192;
+  const int K = 6;
+  Dev X(Tmax * n * d * 4), f(Tmax * d * 4), fn(mix * n * d * 4), base(mix * 4), scale(3 * 4);
+  Dev pre(Tmax * n * 4), post(Tmax * n * 4), comb(Tmax * n * n * 4), in(Tmax * d * 4);
+  Dev ws(dc::hc_pre_workspace_bytes(Tmax, d));
+  Dev h(Tmax * d * 4), gate(E * d * 2), bias(E * 4), logits(Tmax * E * 4), ex(Tmax * K * 4), wt(Tmax * K * 4);
+  ASSERT_TRUE(dc::fill_random(X.p, Tmax * n * d, dc::RandomKind::kF32, 1.f, 0.f, 1));
+  ASSERT_TRUE(dc::fill_random(f.p, Tmax * d, dc::RandomKind::kF32, 1.f, 0.f, 2));
+  ASSERT_TRUE(dc::fill_random(fn.p, mix * n * d, dc::RandomKind::kF32, 0.01f, 0.f, 3));
+  ASSERT_TRUE(dc::fill_random(base.p, mix, dc::RandomKind::kF32, 0.5f, 0.f, 4));
+  ASSERT_TRUE(dc::fill_random(scale.p, 3, dc::RandomKind::kF32, 1.f, 0.f, 5));
+  ASSERT_TRUE(dc::fill_random(h.p, Tmax * d, dc::RandomKind::kF32, 1.f, 0.f, 6));
+  ASSERT_TRUE(dc::fill_random(gate.p, E * d, dc::RandomKind::kBf16, 0.02f, 0.f, 7));
+  ASSERT_TRUE(dc::fill_random(bias.p, E, dc::RandomKind::kF32, 0.1f, 0.f, 8));
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  // mean ms of `reps` calls after one warm-up call
+  auto time_ms = [&](int reps, const std::function<bool()>& op) {
+    if (!op()) return -1.0;
+    cudaEventRecord(e0);
+    for (int r = 0; r < reps; ++r)
+      if (!op()) return -1.0;
+    cudaEventRecord(e1);
+    cudaEventSynchronize(e1);
+    float ms = 0.f;
+    cudaEventElapsedTime(&ms, e0, e1);
+    return double(ms) / reps;
+  };
+  for (int64_t T : {1, 32, 256, 2048, 8192}) {
+    const int reps = T <= 256 ? 100 : 10;
+    const double t_pre = time_ms(reps, [&] {
+      return dc::hc_pre(X.as<float>(), T, d, fn.as<float>(), base.as<float>(), scale.as<float>(), 1e-6f, 1e-6f, 20,
+                        pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p);
+    });
+    const double t_post = time_ms(reps, [&] {
+      return dc::hc_post(X.as<float>(), T, d, post.as<float>(), comb.as<float>(), f.as<float>());
+    });
+    const double t_route = time_ms(reps, [&] {
+      return dc::moe_route(h.as<float>(), T, d, gate.as<uint16_t>(), E, bias.as<float>(), K, 1.5f, logits.as<float>(),
+                           ex.as<int32_t>(), wt.as<float>());
+    });
+    ASSERT_TRUE(t_pre > 0 && t_post > 0 && t_route > 0) << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const double b_pre = double(T) * n * d * 4 + double(mix) * n * d * 4 + double(T) * d * 4;
+    const double f_pre = 2.0 * T * n * d * (mix + 1);
+    const double b_post = 2.0 * T * n * d * 4 + double(T) * d * 4;
+    const double b_route = double(T) * d * 4 + double(E) * d * 2 + double(T) * E * 4;
+    const double f_route = 2.0 * T * d * E;
+    std::printf("prefill speed T=%5lld: hc_pre %8.4f ms (%7.1f GB/s, %6.2f TFLOP/s) | hc_post %8.4f ms (%7.1f GB/s) | "
+                "moe_route %8.4f ms (%7.1f GB/s, %6.2f TFLOP/s)\n",
+                (long long)T, t_pre, b_pre / t_pre / 1e6, f_pre / t_pre / 1e9, t_post, b_post / t_post / 1e6, t_route,
+                b_route / t_route / 1e6, f_route / t_route / 1e9);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 }  // namespace
