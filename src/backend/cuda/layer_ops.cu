@@ -25,8 +25,8 @@ constexpr int kHcN = 4, kHcMix = 24, kHcOut = kHcMix + 1, kHcChunk = 1024;
 constexpr int kHcKc = 512, kHcLanes = 8, kHcSteps = kHcKc / (4 * kHcLanes);
 // Prefill partial: 4 tokens x 25 outputs per thread, fn chunk in shared memory (48 KB).
 constexpr int kHcPTok = 4, kHcPThreads = 128, kHcPTile = kHcPTok * kHcPThreads / kHcLanes;  // 64 tokens
-// Decode partial: 1 token x 5 outputs per thread, fn from global; 4 tokens x 5 output groups.
-constexpr int kHcDGroups = 5, kHcDOuts = kHcOut / kHcDGroups, kHcDTile = 4;
+// Decode partial: 1 token x 1 output per thread, fn from global.
+constexpr int kHcDWarps = 5, kHcDTile = 4;  // 5 x 5 = 25 output rows
 constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial kernel
 constexpr int kHcSplitFinishMinT = 65;     // T >= this: mix kernel + collapse kernel
 
@@ -122,34 +122,28 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
     }
 }
 
-// Decode: grid (ceil(T/4), nchunk), 160 threads = 5 warps (output groups of 5 rows) x 4 tokens
-// x 8 lanes; the same per-output order as the prefill kernel (bitwise equal results).
-__global__ void __launch_bounds__(kHcDGroups * 32) hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd,
-                                                                          const float* __restrict__ fn,
-                                                                          float* __restrict__ ws) {
-  const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), og = threadIdx.x >> 5;
+// Decode: grid (ceil(T/4), nchunk, 5), 160 threads = 5 warps x 4 tokens x 8 lanes; thread =
+// one output row (blockIdx.z * 5 + warp) of one token, all 16 steps' loads in flight at once;
+// the same per-output order as the prefill kernel (bitwise equal results).
+__global__ void __launch_bounds__(kHcDWarps * 32, 2) hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd,
+                                                                         const float* __restrict__ fn,
+                                                                         float* __restrict__ ws) {
+  const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1);
+  const int r = blockIdx.z * kHcDWarps + (threadIdx.x >> 5);
   const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
-  const float* xr = X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4;
-  const int r0 = og * kHcDOuts;
-  float acc[kHcDOuts];
+  const float4* xr = reinterpret_cast<const float4*>(X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4);
+  const float4* fr = reinterpret_cast<const float4*>(fn + int64_t(min(r, kHcMix - 1)) * nd + c * kHcKc + lane * 4);
+  const bool sq = r >= kHcMix;  // row 24: the sum of squares
+  float4 x[kHcSteps], f[kHcSteps];
 #pragma unroll
-  for (int o = 0; o < kHcDOuts; ++o) acc[o] = 0.f;
-#pragma unroll 4
-  for (int i = 0; i < kHcSteps; ++i) {
-    const float4 x = *reinterpret_cast<const float4*>(xr + 32 * i);
+  for (int i = 0; i < kHcSteps; ++i) x[i] = xr[8 * i];
 #pragma unroll
-    for (int o = 0; o < kHcDOuts; ++o) {
-      const int r = r0 + o;
-      const float4 f = r < kHcMix ? __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc + lane * 4 + 32 * i))
-                                  : x;
-      acc[o] = fma4(x, f, acc[o]);
-    }
-  }
+  for (int i = 0; i < kHcSteps; ++i) f[i] = __ldg(fr + 8 * i);
+  float acc = 0.f;
 #pragma unroll
-  for (int o = 0; o < kHcDOuts; ++o) {
-    const float s = lane8_sum(acc[o]);
-    if (lane == o && t < T) ws[(int64_t(c) * kHcOut + r0 + o) * T + t] = s;
-  }
+  for (int i = 0; i < kHcSteps; ++i) acc = fma4(x[i], sq ? x[i] : f[i], acc);
+  acc = lane8_sum(acc);
+  if (lane == 0 && t < T) ws[(int64_t(c) * kHcOut + r) * T + t] = acc;
 }
 
 // Sum of chunk c = 0..nchunk-1 (in order) of output r of token t.
@@ -213,14 +207,13 @@ __device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float*
   }
 }
 
-// input[t, e..e+3] = sum_j pre_j X_j (j in order, fmaf from 0).
-__device__ __forceinline__ float4 hc_collapse4(const float* __restrict__ xt, int64_t d, const float* p) {
+// input[t, e..e+3] = sum_j pre_j X_j (j in order, fmaf from 0); v[j] = X_j[e..e+3].
+__device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const float* p) {
   float4 y = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) {
-    const float4 v = *reinterpret_cast<const float4*>(xt + j * d);
-    y.x = __fmaf_rn(p[j], v.x, y.x), y.y = __fmaf_rn(p[j], v.y, y.y);
-    y.z = __fmaf_rn(p[j], v.z, y.z), y.w = __fmaf_rn(p[j], v.w, y.w);
+    y.x = __fmaf_rn(p[j], v[j].x, y.x), y.y = __fmaf_rn(p[j], v[j].y, y.y);
+    y.z = __fmaf_rn(p[j], v[j].z, y.z), y.w = __fmaf_rn(p[j], v[j].w, y.w);
   }
   return y;
 }
@@ -253,21 +246,28 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   }
   __syncthreads();
   const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
-  *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(X + int64_t(t) * kHcN * d + e, d, spre);
+  float4 v[kHcN];
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
+  *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(v, spre);
 }
 
-// Large T, step 1: one thread per token (chunk sums read coalesced, Sinkhorn in registers).
-__global__ void __launch_bounds__(64) hc_mix_kernel(int T, int d, int nchunk, const float* __restrict__ ws,
-                                                    const float* __restrict__ base, const float* __restrict__ scale,
-                                                    float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
-                                                    float* __restrict__ post, float* __restrict__ comb) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= T) return;
-  float sm[kHcOut];
-#pragma unroll
-  for (int r = 0; r < kHcOut; ++r) sm[r] = hc_chunk_sum(ws, T, t, nchunk, r);
+// Large T, step 1: grid ceil(T/32), 256 threads: 8 warps sum the chunk partials of 32 tokens
+// (row r by warp r % 8, chunks in order, coalesced over tokens), then warp 0 runs one token's
+// mix + Sinkhorn per lane.
+constexpr int kHcMixTok = 32;
+__global__ void __launch_bounds__(256) hc_mix_kernel(int T, int d, int nchunk, const float* __restrict__ ws,
+                                                     const float* __restrict__ base, const float* __restrict__ scale,
+                                                     float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
+                                                     float* __restrict__ post, float* __restrict__ comb) {
+  __shared__ float sm[kHcMixTok][kHcOut + 1];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int t = blockIdx.x * kHcMixTok + lane, tc = min(t, T - 1);
+  for (int r = warp; r < kHcOut; r += 8) sm[lane][r] = hc_chunk_sum(ws, T, tc, nchunk, r);
+  __syncthreads();
+  if (warp != 0 || t >= T) return;
   float pr[kHcN], po[kHcN], C[kHcN][kHcN];
-  hc_mix_math(sm, d, base, scale, rms_eps, hc_eps, iters, pr, po, C);
+  hc_mix_math(sm[lane], d, base, scale, rms_eps, hc_eps, iters, pr, po, C);
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) {
     pre[t * kHcN + j] = pr[j];
@@ -278,23 +278,30 @@ __global__ void __launch_bounds__(64) hc_mix_kernel(int T, int d, int nchunk, co
 }
 
 // Large T, step 2: grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each (X read once).
-__global__ void __launch_bounds__(256) hc_collapse_kernel(const float* __restrict__ X, int d,
+__global__ void __launch_bounds__(256, 2) hc_collapse_kernel(const float* __restrict__ X, int d,
                                                           const float* __restrict__ pre, float* __restrict__ input) {
   const int t = blockIdx.x, q = d / 4;
   float p[kHcN];
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) p[j] = pre[t * kHcN + j];
   const float* xt = X + int64_t(t) * kHcN * d;
+  float4 v[4][kHcN];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int c = min((blockIdx.y * 4 + u) * 256 + int(threadIdx.x), q - 1);
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) v[u][j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[c];
+  }
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const int c = (blockIdx.y * 4 + u) * 256 + threadIdx.x;
-    if (c < q) reinterpret_cast<float4*>(input + int64_t(t) * d)[c] = hc_collapse4(xt + c * 4, d, p);
+    if (c < q) reinterpret_cast<float4*>(input + int64_t(t) * d)[c] = hc_collapse4(v[u], p);
   }
 }
 
 // grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each: X_k <- post_k f + sum_j C[j][k] X_j
 // (same per-element expression as before: post_k f, then + C[j][k] X_j for j in order).
-__global__ void __launch_bounds__(256) hc_post_kernel(float* __restrict__ X, int d, const float* __restrict__ post,
+__global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, int d, const float* __restrict__ post,
                                                       const float* __restrict__ comb, const float* __restrict__ f) {
   const int t = blockIdx.x, q = d / 4;
   float C[kHcN][kHcN], pk[kHcN];
@@ -306,21 +313,26 @@ __global__ void __launch_bounds__(256) hc_post_kernel(float* __restrict__ X, int
   }
   float* xt = X + int64_t(t) * kHcN * d;
   const float* ft = f + int64_t(t) * d;
+  // all loads first (the in-place stores would otherwise order them), then 4 x 4 float4 stores
+  float4 x[4][kHcN], fv[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const int c = min((blockIdx.y * 4 + u) * 256 + int(threadIdx.x), q - 1);
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) x[u][j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[c];
+    fv[u] = reinterpret_cast<const float4*>(ft)[c];
+  }
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
     const int c = (blockIdx.y * 4 + u) * 256 + threadIdx.x;
     if (c >= q) break;
-    float4 x[kHcN];
-#pragma unroll
-    for (int j = 0; j < kHcN; ++j) x[j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[c];
-    const float4 fv = reinterpret_cast<const float4*>(ft)[c];
 #pragma unroll
     for (int k = 0; k < kHcN; ++k) {
-      float4 r = make_float4(pk[k] * fv.x, pk[k] * fv.y, pk[k] * fv.z, pk[k] * fv.w);
+      float4 r = make_float4(pk[k] * fv[u].x, pk[k] * fv[u].y, pk[k] * fv[u].z, pk[k] * fv[u].w);
 #pragma unroll
       for (int j = 0; j < kHcN; ++j) {
-        r.x = __fmaf_rn(C[j][k], x[j].x, r.x), r.y = __fmaf_rn(C[j][k], x[j].y, r.y);
-        r.z = __fmaf_rn(C[j][k], x[j].z, r.z), r.w = __fmaf_rn(C[j][k], x[j].w, r.w);
+        r.x = __fmaf_rn(C[j][k], x[u][j].x, r.x), r.y = __fmaf_rn(C[j][k], x[u][j].y, r.y);
+        r.z = __fmaf_rn(C[j][k], x[u][j].z, r.z), r.w = __fmaf_rn(C[j][k], x[u][j].w, r.w);
       }
       reinterpret_cast<float4*>(xt + int64_t(k) * d)[c] = r;
     }
@@ -349,6 +361,8 @@ __global__ void __launch_bounds__(256) router_logits_kernel(const float* __restr
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  constexpr int kUnroll = TM * TN <= 16 ? 4 : 1;  // small tiles: several k steps' loads in flight
+#pragma unroll kUnroll
   for (int k = 0; k < d; k += 256) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -612,7 +626,7 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
     hc_partial_prefill_kernel<<<dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s>>>(X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_prefill_kernel")) return false;
   } else {
-    hc_partial_decode_kernel<<<dim3(blocks_for(T, kHcDTile), nchunk), kHcDGroups * 32, 0, s>>>(X, Ti, nd, fn, ws);
+    hc_partial_decode_kernel<<<dim3(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps), kHcDWarps * 32, 0, s>>>(X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {
@@ -620,7 +634,7 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
         X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
     return check_launch("hc_finish_kernel");
   }
-  hc_mix_kernel<<<blocks_for(T, 64), 64, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps,
+  hc_mix_kernel<<<blocks_for(T, kHcMixTok), 256, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps,
                                                   sinkhorn_iters, pre, post, comb);
   if (!check_launch("hc_mix_kernel")) return false;
   hc_collapse_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s>>>(
@@ -643,13 +657,16 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
   const cudaStream_t s = as_stream(stream);
   const int Ti = static_cast<int>(T), di = static_cast<int>(d), Ei = static_cast<int>(E);
   // Same bits from every shape (router_logits_kernel): pick by reuse only.
-  if (T > 128 && E % 32 == 0) {
+  if (T > 256 && E % 32 == 0) {  // 16 tokens x 32 experts per block
     router_logits_kernel<8, 8, 2, 4><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 16)), 256, 0, s>>>(
         h, Ti, di, gate, Ei, logits_ws);
-  } else if (T > 8 && E % 32 == 0) {
+  } else if (T > 64 && E % 32 == 0) {  // 8 x 32
     router_logits_kernel<8, 4, 1, 8><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 8)), 256, 0, s>>>(
         h, Ti, di, gate, Ei, logits_ws);
-  } else {
+  } else if (T > 8 && E % 16 == 0) {  // 8 x 16
+    router_logits_kernel<8, 2, 1, 8><<<dim3(static_cast<unsigned>(E / 16), blocks_for(T, 8)), 256, 0, s>>>(
+        h, Ti, di, gate, Ei, logits_ws);
+  } else {  // 8 x 8 (one expert per warp)
     router_logits_kernel<8, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
         h, Ti, di, gate, Ei, logits_ws);
   }
