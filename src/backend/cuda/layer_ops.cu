@@ -4,6 +4,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <atomic>
 #include <climits>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -620,9 +621,18 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
   if (T >= kHcPartialPrefillMinT) {
-    if (cudaFuncSetAttribute(hc_partial_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             static_cast<int>(kHcPSmem)) != cudaSuccess)
-      return fail("hc_pre: cudaFuncSetAttribute failed");
+    // per device, once (as mxfp4_linear_grouped): not re-issued inside a graph capture
+    static std::atomic<uint64_t> attr_set{0};
+    int dev = 0;
+    if (!detail::check(cudaGetDevice(&dev), "hc_pre: cudaGetDevice")) return false;
+    const uint64_t bit = uint64_t(1) << (dev & 63);
+    if (!(attr_set.load(std::memory_order_acquire) & bit)) {
+      if (!detail::check(cudaFuncSetAttribute(hc_partial_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              static_cast<int>(kHcPSmem)),
+                         "hc_pre: shared-memory size"))
+        return false;
+      attr_set.fetch_or(bit, std::memory_order_acq_rel);
+    }
     hc_partial_prefill_kernel<<<dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s>>>(X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_prefill_kernel")) return false;
   } else {
