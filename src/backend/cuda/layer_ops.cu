@@ -126,9 +126,9 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
 // Decode: grid (ceil(T/4), nchunk, 5), 160 threads = 5 warps x 4 tokens x 8 lanes; thread =
 // one output row (blockIdx.z * 5 + warp) of one token, all 16 steps' loads in flight at once;
 // the same per-output order as the prefill kernel (bitwise equal results).
-__global__ void __launch_bounds__(kHcDWarps * 32, 2) hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd,
-                                                                         const float* __restrict__ fn,
-                                                                         float* __restrict__ ws) {
+__global__ void __launch_bounds__(kHcDWarps * 32, 2)
+    hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd, const float* __restrict__ fn,
+                             float* __restrict__ ws) {
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1);
   const int r = blockIdx.z * kHcDWarps + (threadIdx.x >> 5);
   const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
@@ -636,7 +636,8 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
     hc_partial_prefill_kernel<<<dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s>>>(X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_prefill_kernel")) return false;
   } else {
-    hc_partial_decode_kernel<<<dim3(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps), kHcDWarps * 32, 0, s>>>(X, Ti, nd, fn, ws);
+    const dim3 grid(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps);
+    hc_partial_decode_kernel<<<grid, kHcDWarps * 32, 0, s>>>(X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {
@@ -644,8 +645,8 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
         X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
     return check_launch("hc_finish_kernel");
   }
-  hc_mix_kernel<<<blocks_for(T, kHcMixTok), 256, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps,
-                                                  sinkhorn_iters, pre, post, comb);
+  hc_mix_kernel<<<blocks_for(T, kHcMixTok), 256, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps,
+                                                         hc_eps, sinkhorn_iters, pre, post, comb);
   if (!check_launch("hc_mix_kernel")) return false;
   hc_collapse_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s>>>(
       X, static_cast<int>(d), pre, input);
