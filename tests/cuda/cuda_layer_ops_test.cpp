@@ -240,7 +240,7 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
 }
 
 // Router logits / experts / weights of a row alone (T = 1: the decode tile) == the same row
-// inside T = 7, 64, 300, 4100 (the 8x32 and 16x32 tiles), bit for bit.
+// inside T = 7, 64, 128, 300, 4100 (the 8x16, 8x32 and 16x32 tiles), bit for bit.
 TEST(CudaLayerOps, RouteRowInvariance) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(16);
@@ -264,7 +264,7 @@ TEST(CudaLayerOps, RouteRowInvariance) {
     EXPECT_TRUE(dc::synchronize()) << dc::last_error();
     return Out{download<float>(dl, T * E), download<float>(dw, T * K), download<int32_t>(dex, T * K)};
   };
-  for (int64_t T : {int64_t(7), int64_t(64), int64_t(300), Tmax}) {
+  for (int64_t T : {int64_t(7), int64_t(64), int64_t(128), int64_t(300), Tmax}) {
     const Out big = run(0, T);
     for (int64_t t : {int64_t(0), T / 2, T - 1}) {
       const Out one = run(t, 1);
