@@ -6,6 +6,7 @@
 //   MXFP4 linear vs CPU on an input exactly representable in fp16: 1e-5; raw fp32 input: 2e-3;
 //   RMSNorm: 1e-6.
 // Batch invariance: a row's output is bitwise equal whether computed alone or in a batch.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -298,6 +299,203 @@ TEST(CudaOps, Mxfp4GroupedMatchesCpu) {
       std::printf("\n");
     }
   }
+}
+
+// ---- MXFP4 grouped: shape/group grid, empty groups, row invariance, speed ----
+
+// fp16-exact random input (multiples of 2^-8, |v| < 8), so GPU and CPU see the same x.
+std::vector<float> randn_f16_exact(size_t n, std::mt19937& rng) {
+  auto v = randn(n, rng);
+  for (auto& e : v) e = std::ldexp(std::round(std::ldexp(e, 8)), -8);
+  return v;
+}
+
+struct Mxfp4Case {
+  const char* what;
+  int max_m;
+  std::vector<int> ms;  // rows per group (0 = empty group)
+};
+
+// Pattern of m values over `groups` groups: cycles `pattern`, then overrides.
+std::vector<int> group_ms(int groups, const std::vector<int>& pattern) {
+  std::vector<int> ms(groups);
+  for (int i = 0; i < groups; ++i) ms[i] = pattern[i % pattern.size()];
+  return ms;
+}
+
+TEST(CudaOps, Mxfp4GroupedGrid) {
+  SKIP_WITHOUT_DEVICE();
+  ThreadPool pool(0);
+  CpuOps cpu(pool);
+  std::mt19937 rng(31);
+  const Shape2 shapes[] = {{"expert.w1", 2048, 4096}, {"expert.w2", 4096, 2048}};
+  const Mxfp4Case cases[] = {
+      {"1 group m=1", 1, {1}},
+      {"6 groups m<=8", 8, {1, 0, 2, 3, 7, 8}},
+      {"6 groups m=9", 9, {9, 1, 0, 9, 2, 9}},
+      {"44 groups m<=16", 16, group_ms(44, {1, 2, 0, 3, 1, 7, 9, 16, 1, 2, 8})},
+      {"44 groups m<=33", 33, group_ms(44, {1, 33, 0, 2, 17})},
+      {"125 groups m<=64", 64, group_ms(125, {1, 2, 1, 0, 1, 3, 2, 1, 64, 1, 33, 8, 2, 1, 0, 7})},
+  };
+  constexpr int kWeights = 4;  // distinct experts, shared round robin (the kernel does not care)
+  for (const auto& sh : shapes) {
+    std::vector<Weight> ws;
+    std::vector<std::unique_ptr<Dev>> dw;
+    for (int i = 0; i < kWeights; ++i) {
+      ws.push_back(make_mxfp4_weight(sh.n, sh.k, rng));
+      dw.push_back(std::make_unique<Dev>(ws.back().data.data(), ws.back().data.nbytes()));
+      dw.push_back(std::make_unique<Dev>(ws.back().scale.data(), ws.back().scale.nbytes()));
+    }
+    for (const auto& cs : cases) {
+      const int G = static_cast<int>(cs.ms.size());
+      std::vector<size_t> xoff(G + 1, 0), yoff(G + 1, 0);
+      for (int gi = 0; gi < G; ++gi) {
+        xoff[gi + 1] = xoff[gi] + size_t(cs.ms[gi]) * sh.k;
+        yoff[gi + 1] = yoff[gi] + size_t(std::max(cs.ms[gi], 1)) * sh.n;  // an empty group gets one poisoned row
+      }
+      const auto x = randn_f16_exact(xoff[G], rng);
+      Dev dx(x.data(), std::max<size_t>(x.size(), 1) * 4);
+      std::vector<float> nan(yoff[G], NAN);
+      Dev dy(nan.data(), nan.size() * 4);
+      std::vector<dc::Mxfp4Group> desc(G);
+      for (int gi = 0; gi < G; ++gi) {
+        const int wi = gi % kWeights;
+        desc[gi] = {dw[2 * wi]->as<uint8_t>(), dw[2 * wi + 1]->as<uint8_t>(), dx.as<float>() + xoff[gi],
+                    dy.as<float>() + yoff[gi], cs.ms[gi], 0};
+      }
+      Dev dd(desc.data(), desc.size() * sizeof(desc[0]));
+      ASSERT_TRUE(dc::mxfp4_linear_grouped(dd.as<dc::Mxfp4Group>(), G, cs.max_m, sh.n, sh.k)) << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const auto y = download<float>(dy, yoff[G]);
+      for (int gi = 0; gi < G; ++gi) {
+        const int m = cs.ms[gi];
+        if (m == 0) {  // an empty group must not be written
+          int written = 0;
+          for (int64_t i = 0; i < sh.n; ++i) written += !std::isnan(y[yoff[gi] + i]);
+          EXPECT_EQ(written, 0) << sh.name << " " << cs.what << ": empty group " << gi << " was written";
+          continue;
+        }
+        // Groups with the same (weight, m) pattern repeat: check each distinct (weight, m) once
+        // per case, plus every group of the small cases.
+        bool seen = false;
+        for (int gj = 0; gj < gi && !seen; ++gj) seen = cs.ms[gj] == m && gj % kWeights == gi % kWeights && G > 8;
+        if (seen) continue;
+        std::vector<float> ref(size_t(m) * sh.n);
+        cpu.linear(x.data() + xoff[gi], m, ws[gi % kWeights], ref.data());
+        const std::vector<float> got(y.begin() + yoff[gi], y.begin() + yoff[gi] + ref.size());
+        double max_abs = 0;
+        int64_t first_bad = -1, n_diff = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+          const double d = std::fabs(double(got[i]) - ref[i]);
+          if (!(d <= max_abs)) max_abs = std::isnan(d) ? INFINITY : d;
+          if (got[i] != ref[i]) {
+            ++n_diff;
+            if (first_bad < 0) first_bad = int64_t(i);
+          }
+        }
+        const double e = rel_l2(got, ref);
+        if (e >= 1e-5 || gi < 2)
+          std::printf("mxfp4 grid %-9s %-17s group %3d m=%-2d rel_l2 %.2e max_abs %.3e bitwise-diff %lld/%zu "
+                      "(first at row %lld col %lld: gpu %.9g cpu %.9g)\n",
+                      sh.name, cs.what, gi, m, e, max_abs, (long long)n_diff, ref.size(),
+                      first_bad < 0 ? -1LL : (long long)(first_bad / sh.n), first_bad < 0 ? -1LL : (long long)(first_bad % sh.n),
+                      first_bad < 0 ? 0.0 : double(got[first_bad]), first_bad < 0 ? 0.0 : double(ref[first_bad]));
+        EXPECT_LT(e, 1e-5) << sh.name << " " << cs.what << " group " << gi << " m=" << m;
+        // rows past m (the next group's or the poison) are checked by that group / the empty check
+      }
+    }
+  }
+}
+
+// A row's output is bitwise the same whether its group has m = 1, 8 or 64 rows (kernel variants
+// for max_m 1, 8, 16 and 64), at any position in the group.
+TEST(CudaOps, Mxfp4GroupedRowInvariance) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(32);
+  const Shape2 shapes[] = {{"expert.w1", 2048, 4096}, {"expert.w2", 4096, 2048}};
+  for (const auto& sh : shapes) {
+    const Weight w = make_mxfp4_weight(sh.n, sh.k, rng);
+    Dev dw(w.data.data(), w.data.nbytes()), ds(w.scale.data(), w.scale.nbytes());
+    const auto row = randn(sh.k, rng);  // raw fp32 (the fp16 rounding happens inside, per row)
+    std::vector<float> base;
+    struct Run {
+      int m, pos, max_m;
+    };
+    for (const Run r : {Run{1, 0, 1}, Run{8, 5, 8}, Run{8, 7, 16}, Run{16, 12, 16}, Run{33, 20, 33}, Run{64, 63, 64}}) {
+      auto x = randn(size_t(r.m) * sh.k, rng);
+      std::copy(row.begin(), row.end(), x.begin() + size_t(r.pos) * sh.k);
+      Dev dx(x.data(), x.size() * 4);
+      auto y = poisoned_run(size_t(r.m) * sh.n, [&](float* py) {
+        const dc::Mxfp4Group gdesc{dw.as<uint8_t>(), ds.as<uint8_t>(), dx.as<float>(), py, r.m, 0};
+        Dev dd(&gdesc, sizeof(gdesc));
+        const bool ok = dc::mxfp4_linear_grouped(dd.as<dc::Mxfp4Group>(), 1, r.max_m, sh.n, sh.k);
+        return ok && dc::synchronize();
+      });
+      const std::vector<float> mine(y.begin() + size_t(r.pos) * sh.n, y.begin() + size_t(r.pos + 1) * sh.n);
+      if (base.empty()) {
+        base = mine;
+        continue;
+      }
+      int64_t first = -1, n_diff = 0;
+      for (int64_t i = 0; i < sh.n; ++i)
+        if (std::memcmp(&mine[i], &base[i], 4) != 0) n_diff += 1, first = first < 0 ? i : first;
+      EXPECT_EQ(n_diff, 0) << sh.name << ": row at position " << r.pos << " of m=" << r.m << " (max_m " << r.max_m
+                           << ") differs from m=1 in " << n_diff << " columns, first " << first << ": "
+                           << (first < 0 ? 0.f : mine[first]) << " vs " << (first < 0 ? 0.f : base[first]);
+    }
+  }
+}
+
+// Speed print (no assertion): 20 replays over expert weights rotated past the 60 MB L2.
+TEST(CudaOps, Mxfp4GroupedSpeed) {
+  SKIP_WITHOUT_DEVICE();
+  const int64_t kBytesW = int64_t(2048) * 4096 / 2, kBytesS = int64_t(2048) * 4096 / 32;  // both shapes
+  constexpr int kPool = 256;  // 1.06 GB of experts: 20 replays of <= 125 groups never hit a warm L2
+  constexpr int kReps = 20;
+  Dev pw(size_t(kPool) * kBytesW), ps(size_t(kPool) * kBytesS);
+  ASSERT_TRUE(dc::fill_random_bytes(pw.p, size_t(kPool) * kBytesW, 7));
+  {
+    std::vector<uint8_t> hs(size_t(kPool) * kBytesS);
+    std::mt19937 rng(33);
+    std::uniform_int_distribution<int> ex(118, 124);
+    for (auto& e : hs) e = static_cast<uint8_t>(ex(rng));
+    ASSERT_TRUE(dc::copy_to_device(ps.p, hs.data(), hs.size()));
+  }
+  const int64_t max_rows = 125 * 8;
+  std::vector<float> hx(size_t(max_rows) * 4096);
+  for (size_t i = 0; i < hx.size(); ++i) hx[i] = float(int(i % 17) - 8) / 16.f;
+  Dev dx(hx.data(), hx.size() * 4), dy(size_t(max_rows) * 4096 * 4);
+  cudaEvent_t e0, e1;
+  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
+  const Shape2 shapes[] = {{"expert.w1", 2048, 4096}, {"expert.w2", 4096, 2048}};
+  for (const auto& sh : shapes)
+    for (int G : {6, 44, 125})
+      for (int m : {1, 2, 8}) {
+        std::vector<dc::Mxfp4Group> h(size_t(kReps) * G);
+        for (int r = 0; r < kReps; ++r)
+          for (int g = 0; g < G; ++g) {
+            const int64_t e = (int64_t(r) * G + g) % kPool;
+            h[size_t(r) * G + g] = {pw.as<uint8_t>() + e * kBytesW, ps.as<uint8_t>() + e * kBytesS,
+                                    dx.as<float>() + int64_t(g) * m * sh.k, dy.as<float>() + int64_t(g) * m * sh.n, m, 0};
+          }
+        Dev dd(h.data(), h.size() * sizeof(h[0]));
+        const auto* groups = dd.as<dc::Mxfp4Group>();
+        ASSERT_TRUE(dc::mxfp4_linear_grouped(groups, G, m, sh.n, sh.k)) << dc::last_error();  // warm-up
+        ASSERT_TRUE(dc::synchronize());
+        ASSERT_EQ(cudaEventRecord(e0, nullptr), cudaSuccess);
+        for (int r = 0; r < kReps; ++r)
+          ASSERT_TRUE(dc::mxfp4_linear_grouped(groups + size_t(r) * G, G, m, sh.n, sh.k)) << dc::last_error();
+        ASSERT_EQ(cudaEventRecord(e1, nullptr), cudaSuccess);
+        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
+        float ms = 0.f;
+        ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
+        const double us = 1e3 * ms / kReps, wbytes = double(G) * (kBytesW + kBytesS);
+        std::printf("mxfp4 speed %-9s %lldx%lld groups %3d m %d: %8.2f us/call, %7.1f GB/s of weight bytes\n", sh.name,
+                    (long long)sh.n, (long long)sh.k, G, m, us, wbytes / (us * 1e3));
+      }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
 }
 
 TEST(CudaOps, RmsNormMatchesCpu) {

@@ -5,14 +5,29 @@
 // of 8 codes becomes 4 half2 with 2 shifts and one LOP3 each, pairing nibble p with nibble p+4.
 // The mma (m16n8k16 f16, fp32 accumulate) takes x in the same pairing, so the dot is unchanged.
 // Each 32-wide K group (one E8M0 scale per weight row) is two mma into a fresh fragment, then
-// added times 2^14 * scale. 4 threads of a row cover one group: 4-byte loads, coalesced per row.
+// added times 2^14 * scale (one fma: 2^14 * scale is a power of two, so the product is the same
+// exact real number as (fragment * 2^14) * scale, and the rounding is the same).
+//
+// Memory path: a block owns 32 weight rows of one group; its 8 warps split K in 128-wide chunks
+// (warp w takes chunks w, w + 8, ...). Each warp streams its chunks through its own 4-stage
+// shared-memory ring with 16-byte cp.async (64 contiguous bytes per row and chunk, two full
+// sectors), so up to 3 chunks (6 KB) per warp and 48-64 KB per block are in flight, and reads
+// the mma fragments back with ldmatrix: one x4 gives a lane (row g, word t) of each of the 4
+// scale groups, exactly the 4-byte layout the dequant wants. The ring is XOR-swizzled so the 8
+// rows of one ldmatrix phase hit 8 distinct 16-byte bank slots. After the K loop the ring is
+// reused for the cross-warp sum (fixed order: warp 0..7), so the result of a row depends only on
+// its own x row, the weights and K: batch invariant, and bitwise the same as the first version
+// of this kernel (same chunk-to-warp map, same fma order, same final sum).
 #include <cuda_fp16.h>
+
+#include <atomic>
 
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
 
 using detail::as_stream;
+using detail::check;
 using detail::check_launch;
 using detail::fail;
 
@@ -35,13 +50,101 @@ __device__ __forceinline__ uint32_t h2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-constexpr int kWarps = 8;
-constexpr int kNT = 4;  // 8-row weight tiles per block (32 rows): x fragments are reused across them
+__device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g) {
+  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr), "l"(g));
+}
+__device__ __forceinline__ void cp_async4(uint32_t saddr, const void* g) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(saddr), "l"(g));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(saddr)
+               : "memory");
+}
+__device__ __forceinline__ uint2 lds_u2(uint32_t saddr) {
+  uint2 v;
+  asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(saddr) : "memory");
+  return v;
+}
 
-template <int MT>
-__global__ void __launch_bounds__(256) mxfp4_grouped_kernel(const Mxfp4Group* __restrict__ groups, int N, int K) {
-  constexpr int MH = MT < 2 ? MT : 2;  // m tiles reduced per pass (keeps smem at 32 KB)
-  __shared__ float red[kWarps][MH * 16][8 * kNT];
+constexpr int kWarps = 8;
+constexpr int kNT = 4;                    // 8-row weight tiles per block (32 rows): x fragments are reused across them
+constexpr int kStages = 4;                // ring depth per warp
+constexpr int kRowBytes = 64;             // one chunk of one weight row: 128 codes
+constexpr int kStageW = 8 * kNT * kRowBytes;  // 2048 B of weights per stage
+constexpr int kStageS = 8 * kNT * 4;          // 128 B of scales per stage (4 groups x 32 rows)
+constexpr int kSmemBytes = kWarps * kStages * (kStageW + kStageS);  // 69632
+static_assert(kWarps * 64 * 8 * kNT * 4 <= kSmemBytes, "the reduction (up to 64 rows) must fit in the ring");
+
+// Byte offset of (row, 16-byte segment) inside a stage: row-major 64 B rows, segment XOR
+// (row / 2) % 4, so rows 0..7 of one segment land on 8 distinct 16-byte slots of the 128 B banks.
+__device__ __forceinline__ uint32_t ring_off(int row, int seg) {
+  return uint32_t(row * kRowBytes + ((seg ^ ((row >> 1) & 3)) << 4));
+}
+
+// One 128-wide chunk of one warp: 4 scale groups x kNT tiles x MT m tiles. kFast: every scale
+// byte of the chunk is <= 240, so 2^14 * scale is a normal float built straight from the byte.
+template <int MT, bool kLow8, bool kFast>
+__device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4], const uint2 (&sv)[kNT],
+                                           const float* __restrict__ x, int m, int K, int kk0, int g) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int kk = kk0 + j * 32;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int r0 = mt * 16 + g, r1 = r0 + 8;
+      float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0, q0 = p0, q1 = p0;
+      if (r0 < m) {
+        const float4* px = reinterpret_cast<const float4*>(x + int64_t(r0) * K + kk);
+        p0 = px[0];
+        p1 = px[1];
+      }
+      if (!kLow8 && r1 < m) {
+        const float4* px = reinterpret_cast<const float4*>(x + int64_t(r1) * K + kk);
+        q0 = px[0];
+        q1 = px[1];
+      }
+      // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,4), (1,5) | (2,6), (3,7)
+      const uint32_t a0 = h2(p0.x, p1.x), a2 = h2(p0.y, p1.y), a4 = h2(p0.z, p1.z), a6 = h2(p0.w, p1.w);
+      const uint32_t a1 = kLow8 ? 0u : h2(q0.x, q1.x), a3 = kLow8 ? 0u : h2(q0.y, q1.y);
+      const uint32_t a5 = kLow8 ? 0u : h2(q0.z, q1.z), a7 = kLow8 ? 0u : h2(q0.w, q1.w);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        float cf[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_f16(cf, a0, a1, a2, a3, e2m1_pair(wv[nt][j], 0), e2m1_pair(wv[nt][j], 1));
+        mma_f16(cf, a4, a5, a6, a7, e2m1_pair(wv[nt][j], 2), e2m1_pair(wv[nt][j], 3));
+        if (kFast) {
+          // (byte + 14) << 23 = 2^14 * 2^(byte - 127); the +14 was added bytewise (no carry: byte <= 240)
+          const float s0 = __uint_as_float((j < 3 ? sv[nt].x << (23 - 8 * j) : sv[nt].x >> 1) & 0x7F800000u);
+          const float s1 = __uint_as_float((j < 3 ? sv[nt].y << (23 - 8 * j) : sv[nt].y >> 1) & 0x7F800000u);
+          acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
+          acc[nt][mt][1] = fmaf(cf[1], s1, acc[nt][mt][1]);
+          acc[nt][mt][2] = fmaf(cf[2], s0, acc[nt][mt][2]);
+          acc[nt][mt][3] = fmaf(cf[3], s1, acc[nt][mt][3]);
+        } else {
+          const float s0 = detail::e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
+          const float s1 = detail::e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
+          acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0, acc[nt][mt][0]);
+          acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1, acc[nt][mt][1]);
+          acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0, acc[nt][mt][2]);
+          acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1, acc[nt][mt][3]);
+        }
+      }
+    }
+  }
+}
+
+// MT m tiles of 16 rows; kLow8: max_m <= 8 (rows 8..15 of the tile are never loaded).
+template <int MT, bool kLow8>
+__global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
+    mxfp4_grouped_kernel(const Mxfp4Group* __restrict__ groups, int N, int K) {
+  extern __shared__ __align__(16) unsigned char smem[];
   const Mxfp4Group gd = groups[blockIdx.z];
   const int m = gd.m;
   if (m <= 0) return;
@@ -49,11 +152,28 @@ __global__ void __launch_bounds__(256) mxfp4_grouped_kernel(const Mxfp4Group* __
   const int n0 = blockIdx.x * 8 * kNT;
   const int kg = K / 32;       // scale groups per row
   const int nchunk = K / 128;  // 4 groups per chunk
-  const int64_t wstride = int64_t(8) * (K / 2) / 4;  // words between tiles
-  const uint32_t* wrow = reinterpret_cast<const uint32_t*>(gd.w + int64_t(n0 + g) * (K / 2)) + t;
-  const uint32_t* srow0 = reinterpret_cast<const uint32_t*>(gd.scale + int64_t(n0 + 2 * t) * kg);
-  const int64_t sstride = int64_t(8) * kg / 4;
-  const int64_t srow1 = kg / 4;  // next row
+  const int nw = (nchunk - warp + kWarps - 1) / kWarps;  // chunks of this warp
+  const int64_t row_bytes = K / 2;
+  const uint8_t* wsrc = gd.w + int64_t(n0) * row_bytes;
+  const uint8_t* ssrc = gd.scale + int64_t(n0) * kg;
+  const uint32_t s_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const uint32_t w_ring = s_base + warp * kStages * kStageW;
+  const uint32_t s_ring = s_base + kWarps * kStages * kStageW + warp * kStages * kStageS;
+
+  // Stage i % kStages <- chunk warp + 8 i (an empty commit past the end keeps the group count).
+  auto issue = [&](int i) {
+    if (i < nw) {
+      const int c = warp + kWarps * i;
+      const uint32_t st = w_ring + (i % kStages) * kStageW;
+#pragma unroll
+      for (int q = 0; q < kNT; ++q) {
+        const int row = g + 8 * q;
+        cp_async16(st + ring_off(row, t), wsrc + row * row_bytes + c * kRowBytes + t * 16);
+      }
+      cp_async4(s_ring + (i % kStages) * kStageS + lane * 4, ssrc + int64_t(lane) * kg + c * 4);
+    }
+    cp_commit();
+  };
 
   float acc[kNT][MT][4];
 #pragma unroll
@@ -63,72 +183,79 @@ __global__ void __launch_bounds__(256) mxfp4_grouped_kernel(const Mxfp4Group* __
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][mt][i] = 0.f;
 
-  for (int c = warp; c < nchunk; c += kWarps) {
-    uint32_t wv[kNT][4], sv0[kNT], sv1[kNT];
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue(i);
+  // ldmatrix x4: lanes 8j..8j+7 address rows 0..7 of scale group j of a tile
+  const uint32_t ld_off = ring_off(lane & 7, lane >> 3);
+  for (int i = 0; i < nw; ++i) {
+    issue(i + kStages - 1);
+    cp_wait<kStages - 1>();
+    __syncwarp();
+    const int st = i % kStages;
+    uint32_t wv[kNT][4];
+    uint2 sv[kNT];
+    uint32_t big = 0;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) wv[nt][j] = __ldg(wrow + nt * wstride + (c * 4 + j) * 4);
-      sv0[nt] = __ldg(srow0 + nt * sstride + c);
-      sv1[nt] = __ldg(srow0 + nt * sstride + srow1 + c);
+      ldsm_x4(wv[nt], w_ring + st * kStageW + nt * 8 * kRowBytes + ld_off);
+      sv[nt] = lds_u2(s_ring + st * kStageS + (nt * 8 + 2 * t) * 4);
+      big |= __vcmpgtu4(sv[nt].x, 0xF0F0F0F0u) | __vcmpgtu4(sv[nt].y, 0xF0F0F0F0u);
     }
+    __syncwarp();  // every lane has its fragments: the stage may be refilled next iteration
+    const int kk0 = (warp + kWarps * i) * 128 + t * 8;
+    if (__any_sync(0xffffffffu, big)) {
+      chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, m, K, kk0, g);
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int kk = (c * 4 + j) * 32 + t * 8;
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        const int r0 = mt * 16 + g, r1 = r0 + 8;
-        float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0, q0 = p0, q1 = p0;
-        if (r0 < m) {
-          const float4* px = reinterpret_cast<const float4*>(gd.x + int64_t(r0) * K + kk);
-          p0 = px[0];
-          p1 = px[1];
-        }
-        if (r1 < m) {
-          const float4* px = reinterpret_cast<const float4*>(gd.x + int64_t(r1) * K + kk);
-          q0 = px[0];
-          q1 = px[1];
-        }
-        // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,4), (1,5) | (2,6), (3,7)
-        const uint32_t a0 = h2(p0.x, p1.x), a1 = h2(q0.x, q1.x), a2 = h2(p0.y, p1.y), a3 = h2(q0.y, q1.y);
-        const uint32_t a4 = h2(p0.z, p1.z), a5 = h2(q0.z, q1.z), a6 = h2(p0.w, p1.w), a7 = h2(q0.w, q1.w);
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          const float s0 = detail::e8m0_to_float((sv0[nt] >> (8 * j)) & 0xffu);
-          const float s1 = detail::e8m0_to_float((sv1[nt] >> (8 * j)) & 0xffu);
-          float cf[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_f16(cf, a0, a1, a2, a3, e2m1_pair(wv[nt][j], 0), e2m1_pair(wv[nt][j], 1));
-          mma_f16(cf, a4, a5, a6, a7, e2m1_pair(wv[nt][j], 2), e2m1_pair(wv[nt][j], 3));
-          acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0, acc[nt][mt][0]);
-          acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1, acc[nt][mt][1]);
-          acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0, acc[nt][mt][2]);
-          acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1, acc[nt][mt][3]);
-        }
-      }
+      for (int nt = 0; nt < kNT; ++nt) sv[nt].x += 0x0E0E0E0Eu, sv[nt].y += 0x0E0E0E0Eu;
+      chunk_math<MT, kLow8, true>(acc, wv, sv, gd.x, m, K, kk0, g);
     }
   }
+  cp_wait<0>();
+  __syncthreads();  // all warps are done with their rings: reuse them for the reduction
+  float (*red)[MT * 16][8 * kNT] = reinterpret_cast<float (*)[MT * 16][8 * kNT]>(smem);
 #pragma unroll
-  for (int mh = 0; mh < MT; mh += MH) {
-    if (mh) __syncthreads();
+  for (int nt = 0; nt < kNT; ++nt)
 #pragma unroll
-    for (int nt = 0; nt < kNT; ++nt)
-#pragma unroll
-      for (int q = 0; q < MH; ++q) {
-        red[warp][q * 16 + g][nt * 8 + 2 * t] = acc[nt][mh + q][0];
-        red[warp][q * 16 + g][nt * 8 + 2 * t + 1] = acc[nt][mh + q][1];
-        red[warp][q * 16 + g + 8][nt * 8 + 2 * t] = acc[nt][mh + q][2];
-        red[warp][q * 16 + g + 8][nt * 8 + 2 * t + 1] = acc[nt][mh + q][3];
+    for (int mt = 0; mt < MT; ++mt) {
+      const int r0 = mt * 16 + g, r1 = r0 + 8;
+      if (r0 < m) {
+        red[warp][r0][nt * 8 + 2 * t] = acc[nt][mt][0];
+        red[warp][r0][nt * 8 + 2 * t + 1] = acc[nt][mt][1];
       }
-    __syncthreads();
-    for (int i = threadIdx.x; i < MH * 16 * 8 * kNT; i += 256) {
-      const int rl = i / (8 * kNT), col = i % (8 * kNT), r = mh * 16 + rl;
-      if (r >= m) continue;
-      float s = 0.f;
-#pragma unroll
-      for (int k = 0; k < kWarps; ++k) s += red[k][rl][col];  // fixed order
-      gd.y[int64_t(r) * N + n0 + col] = s;
+      if (!kLow8 && r1 < m) {
+        red[warp][r1][nt * 8 + 2 * t] = acc[nt][mt][2];
+        red[warp][r1][nt * 8 + 2 * t + 1] = acc[nt][mt][3];
+      }
     }
+  __syncthreads();
+  const int rows = min(m, kLow8 ? 8 : MT * 16);
+  for (int i = threadIdx.x; i < rows * 8 * kNT; i += 256) {
+    const int r = i / (8 * kNT), col = i % (8 * kNT);
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < kWarps; ++k) s += red[k][r][col];  // fixed order
+    gd.y[int64_t(r) * N + n0 + col] = s;
   }
+}
+
+template <int MT, bool kLow8>
+bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaStream_t s) {
+  // The dynamic shared-memory limit is a per-device function attribute: set it once per device.
+  static std::atomic<uint64_t> attr_set{0};
+  int dev = 0;
+  if (!check(cudaGetDevice(&dev), "mxfp4_linear_grouped: cudaGetDevice")) return false;
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (!(attr_set.load(std::memory_order_acquire) & bit)) {
+    if (!check(cudaFuncSetAttribute(mxfp4_grouped_kernel<MT, kLow8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes),
+               "mxfp4_linear_grouped: shared-memory size"))
+      return false;
+    attr_set.fetch_or(bit, std::memory_order_acq_rel);
+  }
+  const dim3 grid(static_cast<unsigned>(N / (8 * kNT)), 1, static_cast<unsigned>(n_groups));
+  mxfp4_grouped_kernel<MT, kLow8><<<grid, 256, kSmemBytes, s>>>(groups, N, K);
+  return check_launch("mxfp4_grouped_kernel");
 }
 
 }  // namespace
@@ -136,17 +263,14 @@ __global__ void __launch_bounds__(256) mxfp4_grouped_kernel(const Mxfp4Group* __
 bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K, void* stream) {
   if (N % 32 || K % 128) return fail("mxfp4_linear_grouped: need N % 32 == 0 and K % 128 == 0");
   if (max_m > 64) return fail("mxfp4_linear_grouped: max_m > 64");
+  if (n_groups > 65535) return fail("mxfp4_linear_grouped: more than 65535 groups");
   if (n_groups <= 0 || max_m <= 0) return true;
-  const dim3 grid(static_cast<unsigned>(N / (8 * kNT)), 1, static_cast<unsigned>(n_groups));
   const cudaStream_t s = as_stream(stream);
   const int n = static_cast<int>(N), k = static_cast<int>(K);
-  if (max_m <= 16)
-    mxfp4_grouped_kernel<1><<<grid, 256, 0, s>>>(groups, n, k);
-  else if (max_m <= 32)
-    mxfp4_grouped_kernel<2><<<grid, 256, 0, s>>>(groups, n, k);
-  else
-    mxfp4_grouped_kernel<4><<<grid, 256, 0, s>>>(groups, n, k);
-  return check_launch("mxfp4_grouped_kernel");
+  if (max_m <= 8) return launch_grouped<1, true>(groups, n_groups, n, k, s);
+  if (max_m <= 16) return launch_grouped<1, false>(groups, n_groups, n, k, s);
+  if (max_m <= 32) return launch_grouped<2, false>(groups, n_groups, n, k, s);
+  return launch_grouped<4, false>(groups, n_groups, n, k, s);
 }
 
 }  // namespace deepinfer::cuda
