@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "model/device_models.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -81,6 +83,13 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
   DI_ASSIGN_OR_RETURN(nlohmann::json cfg, Checkpoint::read_json(dir + "/config.json"));
   const std::string type = cfg.is_object() && cfg.contains("model_type") && cfg["model_type"].is_string()
                                ? cfg["model_type"].get<std::string>() : "";
+  if (opt.device != "cpu") {
+    if (opt.device != "cuda")
+      return Status::invalid_argument("device '" + opt.device + "' is not one of cpu, cuda");
+    if (type != "deepseek_v4")
+      return Status::unsupported(dir + "/config.json: model_type '" + type + "' has no CUDA model (deepseek_v4 only)");
+    return load_cuda_model(dir, opt);
+  }
   if (type == "deepseek_v41") {
     DI_ASSIGN_OR_RETURN(std::unique_ptr<v41::V41Model> m, v41::V41Model::load(dir, backend, std::nullopt, opt));
     v41::V41Model* p = m.get();

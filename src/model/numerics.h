@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace deepinfer {
 
@@ -29,6 +30,7 @@ struct Numerics {
 /// Options of V4Model::load / V41Model::load / load_model.
 struct LoadOptions {
   Numerics numerics;
+  std::string device = "cpu";  // load_model: "cpu" or "cuda" (model/device_models.h)
 };
 
 namespace numerics {

@@ -1,8 +1,8 @@
 #include <cuda_runtime.h>
 
-#include "kernels.h"
+#include "model/deepseek_v4_gpu/kernels.h"
 
-namespace deepinfer::bench {
+namespace deepinfer::v4gpu {
 namespace {
 
 thread_local std::string g_err;
@@ -86,4 +86,4 @@ bool expand_streams(const float* e, int64_t T, int64_t d, int streams, float* X,
   return launched("expand_streams");
 }
 
-}  // namespace deepinfer::bench
+}  // namespace deepinfer::v4gpu

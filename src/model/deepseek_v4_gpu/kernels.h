@@ -1,13 +1,13 @@
-// Small ops the whole-model bench needs and the backend headers do not have yet (V4-MODEL.md
-// 2.1, 2.3, 2.7): RoPE on the tail of rows (interleaved pairs), hash routing from a tid2eid
-// table, and the 4-stream expansion of the embedding. Same conventions as backend/cuda: false
-// with last_error-style text in `err` on a launch failure.
+// Small V4 ops the backend headers do not have (V4-MODEL.md 2.1, 2.3, 2.7): RoPE on the tail of
+// rows (interleaved pairs), hash routing from a tid2eid table, and the 4-stream expansion of the
+// embedding. Used by the GPU model and the whole-model bench (bench/cuda_model). Same conventions
+// as backend/cuda: false with last_error-style text in kernels_error() on a launch failure.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
-namespace deepinfer::bench {
+namespace deepinfer::v4gpu {
 
 /// In place on fp32 rows: x[r * ld + off + 2i, +1] rotated by pos[r / rows_per_pos] * inv_freq[i]
 /// (i < pairs; sign -1 rotates by the conjugate).
@@ -22,4 +22,4 @@ bool expand_streams(const float* e, int64_t T, int64_t d, int streams, float* X,
 /// The message of the last failed launch of these ops.
 const std::string& kernels_error();
 
-}  // namespace deepinfer::bench
+}  // namespace deepinfer::v4gpu

@@ -1,0 +1,57 @@
+// V4GpuModel: DeepSeek-V4-Flash on one CUDA device, behind deepinfer::Model (model/model.h), so
+// the engine, score, generate and serve run it through the same loop as the CPU V4Model.
+// Weights come from the loader's host mapping (v4::V4Weights) and are uploaded in their stored
+// formats (gpu_weights.h); per-sequence state lives on the device (gpu_state.h).
+//
+// forward(): one ragged batch. Row-wise work (linears, mHC, norms, routing, experts) runs over
+// every token of the batch at once; the stateful parts (window rows, compressors, indexer,
+// attention) and the bf16 cuBLASLt projections (compressors, weights_proj, head) run per
+// sequence, so a sequence's rows see the same GEMM shapes whatever else is in the batch. Plain
+// launches on the legacy stream (no graphs yet), one device-to-host copy of the logits at the end.
+//
+// Registration: load_model (model/model.cpp) calls load_cuda_model() for LoadOptions::device ==
+// "cuda"; the function comes from model_device_cuda.cpp when the CUDA backend is built and from
+// model_device_none.cpp otherwise (chosen in src/model/CMakeLists.txt: no #if outside
+// src/backend).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "loader/checkpoint.h"
+#include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4_gpu/gpu_state.h"
+#include "model/deepseek_v4_gpu/gpu_weights.h"
+#include "model/model.h"
+
+namespace deepinfer::v4gpu {
+
+class Forward;
+
+class V4GpuModel final : public Model {
+ public:
+  static Result<std::unique_ptr<V4GpuModel>> load(const std::string& dir, const LoadOptions& opt = {});
+  static Result<std::unique_ptr<V4GpuModel>> from_checkpoint(Checkpoint ck, const LoadOptions& opt = {});
+  ~V4GpuModel() override;
+
+  const ModelSpec& info() const override { return info_; }
+  /// nullptr when the device has no room for another sequence.
+  std::unique_ptr<ModelState> new_state() const override;
+  Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override;
+
+  const v4::V4Config& config() const { return cfg_; }
+  size_t weight_bytes() const { return w_.bytes; }
+
+ private:
+  V4GpuModel(v4::V4Config cfg, GpuWeights w);
+
+  v4::V4Config cfg_;
+  GpuWeights w_;
+  ModelSpec info_;
+  std::unique_ptr<Forward> fwd_;
+};
+
+/// Device bytes of one sequence's state: growing parts per token, fixed parts per sequence.
+v4::StateSizes gpu_state_sizes(const v4::V4Config& c);
+
+}  // namespace deepinfer::v4gpu

@@ -1,0 +1,269 @@
+#include "model/deepseek_v4_gpu/gpu_weights.h"
+
+#include <cstring>
+
+#include "core/dtype.h"
+#include "model/deepseek_v4/rope.h"
+
+namespace deepinfer::v4gpu {
+
+namespace {
+
+Status field_error(const std::string& field, const std::string& have, const std::string& need) {
+  return Status::unsupported("config.json: " + field + " = " + have + " is not supported by the CUDA model (" + need +
+                             "); run it with --device cpu");
+}
+
+std::vector<float> rows_f32(const Weight& w) {
+  std::vector<float> v(static_cast<size_t>(w.rows * w.cols));
+  w.dequant_rows(0, w.rows, v.data());
+  return v;
+}
+
+Result<DeviceBuffer> upload_bf16(const Weight& w) {
+  std::vector<uint16_t> h(static_cast<size_t>(w.rows * w.cols));
+  if (w.format == WeightFormat::kBF16) {
+    std::memcpy(h.data(), w.data.data(), h.size() * 2);
+  } else {
+    std::vector<float> row(w.cols);
+    for (int64_t r = 0; r < w.rows; ++r) {
+      w.dequant_rows(r, 1, row.data());
+      for (int64_t c = 0; c < w.cols; ++c) h[r * w.cols + c] = f32_to_bf16(row[c]);
+    }
+  }
+  return DeviceBuffer::upload(h, w.name);
+}
+
+Result<GpuLinear> upload_linear(const Weight& w, bool allow_fp8) {
+  GpuLinear g;
+  g.n = w.rows, g.k = w.cols;
+  const bool fp8 = allow_fp8 && w.format == WeightFormat::kFp8Block && w.block_rows == 128 && w.block_cols == 128 &&
+                   w.rows % 128 == 0 && w.cols % 128 == 0 &&
+                   (w.scale.dtype() == DType::kF8E8M0 || w.scale.dtype() == DType::kF32 ||
+                    w.scale.dtype() == DType::kBF16);
+  if (!fp8) {
+    DI_ASSIGN_OR_RETURN(g.data, upload_bf16(w));
+    return g;
+  }
+  g.fp8 = true;
+  DI_ASSIGN_OR_RETURN(g.data, DeviceBuffer::upload(w.data.data(), w.data.nbytes(), w.name));
+  if (w.scale.dtype() == DType::kF8E8M0) {
+    DI_ASSIGN_OR_RETURN(g.scale, DeviceBuffer::upload(w.scale.data(), w.scale.nbytes(), w.name + " scale"));
+  } else {  // fp32 scales (bf16 ones widened)
+    const int64_t n = w.scale.numel();
+    std::vector<float> s(static_cast<size_t>(n));
+    if (w.scale.dtype() == DType::kF32) {
+      std::memcpy(s.data(), w.scale.data(), n * 4);
+    } else {
+      const auto* b = static_cast<const uint16_t*>(w.scale.data());
+      for (int64_t i = 0; i < n; ++i) s[i] = bf16_to_f32(b[i]);
+    }
+    g.scale_f32 = true;
+    DI_ASSIGN_OR_RETURN(g.scale, DeviceBuffer::upload(s, w.name + " scale"));
+  }
+  return g;
+}
+
+Result<DeviceBuffer> upload_vec(const std::vector<float>& v, const std::string& what) {
+  return DeviceBuffer::upload(v, what);
+}
+
+Result<GpuHc> upload_hc(const v4::HcWeights& w) {
+  GpuHc g;
+  DI_ASSIGN_OR_RETURN(g.fn, DeviceBuffer::upload(rows_f32(w.fn), w.fn.name));
+  DI_ASSIGN_OR_RETURN(g.base, upload_vec(w.base, w.fn.name + " base"));
+  DI_ASSIGN_OR_RETURN(g.scale, upload_vec(w.scale, w.fn.name + " scale"));
+  return g;
+}
+
+// hc_head [n, n*d] as an hc_pre site: pre_j = sigmoid(m_j s0 + b_j) + eps is the head collapse.
+Result<GpuHc> upload_hc_head(const v4::HcHeadWeights& w, int64_t n) {
+  const int64_t mix = (2 + n) * n, cols = w.fn.cols;
+  std::vector<float> fn(static_cast<size_t>(mix * cols), 0.f), base(mix, 0.f);
+  w.fn.dequant_rows(0, n, fn.data());
+  for (int64_t j = 0; j < n; ++j) base[j] = w.base[j];
+  const std::vector<float> scale{w.scale[0], 1.f, 1.f};
+  GpuHc g;
+  DI_ASSIGN_OR_RETURN(g.fn, DeviceBuffer::upload(fn, "hc_head_fn"));
+  DI_ASSIGN_OR_RETURN(g.base, upload_vec(base, "hc_head_base"));
+  DI_ASSIGN_OR_RETURN(g.scale, upload_vec(scale, "hc_head_scale"));
+  return g;
+}
+
+Result<GpuCompressor> upload_compressor(const v4::CompressorWeights& w, int64_t ratio, int64_t width, bool overlap) {
+  GpuCompressor g;
+  g.ratio = ratio, g.width = width, g.overlap = overlap;
+  DI_ASSIGN_OR_RETURN(g.wkv, upload_linear(w.wkv, false));
+  DI_ASSIGN_OR_RETURN(g.wgate, upload_linear(w.wgate, false));
+  DI_ASSIGN_OR_RETURN(g.ape, upload_vec(w.ape, w.wkv.name + " ape"));
+  DI_ASSIGN_OR_RETURN(g.norm, upload_vec(w.norm, w.wkv.name + " norm"));
+  return g;
+}
+
+Status check_expert(const Weight& w) {
+  if (w.format != WeightFormat::kMxfp4)
+    return Status::unsupported(w.name + ": routed experts stored as " + std::string(weight_format_name(w.format)) +
+                               "; the CUDA model runs MXFP4 routed experts only (run it with --device cpu)");
+  if (w.rows % 32 || w.cols % 128)
+    return Status::unsupported(w.name + ": MXFP4 expert shape needs rows % 32 == 0 and cols % 128 == 0");
+  return Status::ok();
+}
+
+// One expert's w1, w3, w2 (packed e2m1 then E8M0 scales each) in one allocation.
+Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Weight& w2, cuda::ExpertPtrs& p) {
+  DI_TRY(check_expert(w1));
+  DI_TRY(check_expert(w3));
+  DI_TRY(check_expert(w2));
+  const Weight* ws[3] = {&w1, &w3, &w2};
+  std::vector<uint8_t> blob;
+  size_t off[6];
+  for (int i = 0; i < 3; ++i) {
+    for (int part = 0; part < 2; ++part) {
+      const Tensor& t = part == 0 ? ws[i]->data : ws[i]->scale;
+      while (blob.size() % 16) blob.push_back(0);
+      off[2 * i + part] = blob.size();
+      const auto* b = static_cast<const uint8_t*>(t.data());
+      blob.insert(blob.end(), b, b + t.nbytes());
+    }
+  }
+  DI_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::upload(blob, w1.name));
+  const uint8_t* base = d.as<uint8_t>();
+  p.w1 = base + off[0], p.s1 = base + off[1], p.w3 = base + off[2], p.s3 = base + off[3];
+  p.w2 = base + off[4], p.s2 = base + off[5];
+  return d;
+}
+
+Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) {
+  GpuLayer g;
+  g.kind = b.kind, g.ratio = b.ratio, g.hash = b.hash;
+  DI_ASSIGN_OR_RETURN(g.hc_attn, upload_hc(b.hc_attn));
+  DI_ASSIGN_OR_RETURN(g.hc_ffn, upload_hc(b.hc_ffn));
+  const v4::AttentionWeights& a = b.attn;
+  DI_ASSIGN_OR_RETURN(g.attn_norm, upload_vec(b.attn_norm, "attn_norm"));
+  DI_ASSIGN_OR_RETURN(g.ffn_norm, upload_vec(b.ffn_norm, "ffn_norm"));
+  DI_ASSIGN_OR_RETURN(g.q_norm, upload_vec(a.q_norm, "q_norm"));
+  DI_ASSIGN_OR_RETURN(g.kv_norm, upload_vec(a.kv_norm, "kv_norm"));
+  DI_ASSIGN_OR_RETURN(g.sinks, upload_vec(a.sinks, "attn_sink"));
+  const v4::Rope rope(b.kind == v4::AttnKind::kSliding ? c.rope_main : c.rope_compress, c.rope_dim);
+  DI_ASSIGN_OR_RETURN(g.inv_freq, upload_vec(rope.inv_freq(), "rope inv_freq"));
+  DI_ASSIGN_OR_RETURN(g.wq_a, upload_linear(a.wq_a, true));
+  DI_ASSIGN_OR_RETURN(g.wq_b, upload_linear(a.wq_b, true));
+  DI_ASSIGN_OR_RETURN(g.wkv, upload_linear(a.wkv, true));
+  DI_ASSIGN_OR_RETURN(g.wo_a, upload_linear(a.wo_a, true));
+  DI_ASSIGN_OR_RETURN(g.wo_b, upload_linear(a.wo_b, true));
+  if (a.compressor) {
+    g.has_compressor = true;
+    DI_ASSIGN_OR_RETURN(g.cmp, upload_compressor(*a.compressor, b.ratio, c.head_dim, b.kind == v4::AttnKind::kCsa));
+  }
+  if (a.indexer) {
+    g.has_indexer = true;
+    DI_ASSIGN_OR_RETURN(g.icmp, upload_compressor(a.indexer->compressor, b.ratio, c.index_head_dim, true));
+    DI_ASSIGN_OR_RETURN(g.idx_wq_b, upload_linear(a.indexer->wq_b, true));
+    DI_ASSIGN_OR_RETURN(g.weights_proj, upload_linear(a.indexer->weights_proj, false));
+  }
+  const v4::MoeWeights& f = b.ffn;
+  DI_ASSIGN_OR_RETURN(g.gate, upload_bf16(f.gate));
+  const int64_t E = c.n_routed_experts;
+  DI_ASSIGN_OR_RETURN(g.bias, upload_vec(b.hash ? std::vector<float>(E, 0.f) : f.bias, "gate.bias"));
+  if (b.hash) {
+    DI_ASSIGN_OR_RETURN(g.tid2eid, DeviceBuffer::upload(f.tid2eid, "gate.tid2eid"));
+  }
+  std::vector<cuda::ExpertPtrs> ptrs(E);
+  for (int64_t e = 0; e < E; ++e) {
+    DI_ASSIGN_OR_RETURN(DeviceBuffer blob, upload_expert(f.w1[e], f.w3[e], f.w2[e], ptrs[e]));
+    g.experts.push_back(std::move(blob));
+  }
+  DI_ASSIGN_OR_RETURN(g.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
+  DI_ASSIGN_OR_RETURN(g.sh_w1, upload_linear(f.shared_w1, true));
+  DI_ASSIGN_OR_RETURN(g.sh_w2, upload_linear(f.shared_w2, true));
+  DI_ASSIGN_OR_RETURN(g.sh_w3, upload_linear(f.shared_w3, true));
+  return g;
+}
+
+size_t layer_bytes(const GpuLayer& g) {
+  size_t s = 0;
+  for (const DeviceBuffer* b : {&g.hc_attn.fn, &g.hc_attn.base, &g.hc_attn.scale, &g.hc_ffn.fn, &g.hc_ffn.base,
+                                &g.hc_ffn.scale, &g.attn_norm, &g.ffn_norm, &g.q_norm, &g.kv_norm, &g.sinks,
+                                &g.inv_freq, &g.cmp.ape, &g.cmp.norm, &g.icmp.ape, &g.icmp.norm, &g.gate, &g.bias,
+                                &g.tid2eid, &g.expert_ptrs})
+    s += b->bytes();
+  for (const GpuLinear* l : {&g.wq_a, &g.wq_b, &g.wkv, &g.wo_a, &g.wo_b, &g.cmp.wkv, &g.cmp.wgate, &g.icmp.wkv,
+                             &g.icmp.wgate, &g.idx_wq_b, &g.weights_proj, &g.sh_w1, &g.sh_w2, &g.sh_w3})
+    s += l->bytes();
+  for (const DeviceBuffer& e : g.experts) s += e.bytes();
+  return s;
+}
+
+}  // namespace
+
+cuda::Fp8Weight GpuLinear::fp8_rows(int64_t r0, int64_t rows) const {
+  cuda::Fp8Weight w;
+  w.data = data.as<uint8_t>() + r0 * k;
+  const int64_t srow = (r0 / 128) * (k / 128);
+  w.scale = scale_f32 ? static_cast<const void*>(scale.as<float>() + srow)
+                      : static_cast<const void*>(scale.as<uint8_t>() + srow);
+  w.scale_is_f32 = scale_f32;
+  w.n = rows, w.k = k;
+  return w;
+}
+
+Status check_gpu_config(const v4::V4Config& c) {
+  auto eq = [](const char* field, int64_t have, int64_t need) -> Status {
+    if (have == need) return Status::ok();
+    return field_error(field, std::to_string(have), "the kernels implement " + std::to_string(need));
+  };
+  DI_TRY(eq("num_attention_heads", c.num_heads, 64));
+  DI_TRY(eq("head_dim", c.head_dim, 512));
+  DI_TRY(eq("qk_rope_head_dim", c.rope_dim, 64));
+  DI_TRY(eq("sliding_window", c.window, 128));
+  DI_TRY(eq("hc_mult", c.hc_mult, 4));
+  if (c.hidden % 1024) return field_error("hidden_size", std::to_string(c.hidden), "a multiple of 1024");
+  if (c.q_lora_rank % 128) return field_error("q_lora_rank", std::to_string(c.q_lora_rank), "a multiple of 128");
+  if (c.o_groups <= 0 || (c.num_heads * c.head_dim / c.o_groups) % 128 || c.o_lora_rank % 128)
+    return field_error("o_groups / o_lora_rank", std::to_string(c.o_groups) + " / " + std::to_string(c.o_lora_rank),
+                       "head groups of a multiple of 128 dims and o_lora_rank a multiple of 128");
+  if (c.moe_inter % 128) return field_error("moe_intermediate_size", std::to_string(c.moe_inter), "a multiple of 128");
+  if (c.n_routed_experts % 8 || c.n_routed_experts > 1024)
+    return field_error("n_routed_experts", std::to_string(c.n_routed_experts), "a multiple of 8, at most 1024");
+  if (c.experts_per_tok <= 0 || c.experts_per_tok > 16 || c.experts_per_tok > c.n_routed_experts)
+    return field_error("num_experts_per_tok", std::to_string(c.experts_per_tok), "1..16");
+  DI_TRY(eq("n_shared_experts", c.n_shared_experts, 1));
+  if (c.scoring_func != "sqrtsoftplus") return field_error("scoring_func", c.scoring_func, "sqrtsoftplus");
+  if (!c.norm_topk_prob) return field_error("norm_topk_prob", "false", "true");
+  bool csa = false;
+  for (size_t l = 0; l < c.attn_kinds.size(); ++l) {
+    const std::string f = "compress_ratios[" + std::to_string(l) + "]";
+    if (c.attn_kinds[l] == v4::AttnKind::kCsa) {
+      csa = true;
+      DI_TRY(eq(f.c_str(), c.ratios[l], 4));
+    }
+    if (c.attn_kinds[l] == v4::AttnKind::kHca) DI_TRY(eq(f.c_str(), c.ratios[l], 128));
+  }
+  if (csa) {
+    if (c.index_n_heads <= 0 || c.index_n_heads % 16 || c.index_n_heads > 64)
+      return field_error("index_n_heads", std::to_string(c.index_n_heads), "a multiple of 16, at most 64");
+    if (c.index_head_dim != 128) return field_error("index_head_dim", std::to_string(c.index_head_dim), "128");
+    if (c.index_topk <= 0 || c.index_topk > 2048)
+      return field_error("index_topk", std::to_string(c.index_topk), "1..2048");
+  }
+  if (c.numerics.kv_only) return Status::unsupported("numerics kv_only is a V4.1 option");
+  return Status::ok();
+}
+
+Result<GpuWeights> GpuWeights::upload(const v4::V4Weights& w, const v4::V4Config& c) {
+  DI_TRY(check_gpu_config(c));
+  GpuWeights g;
+  DI_ASSIGN_OR_RETURN(g.embed, upload_bf16(w.embed));
+  DI_ASSIGN_OR_RETURN(g.head, upload_linear(w.head, true));
+  DI_ASSIGN_OR_RETURN(g.norm, upload_vec(w.norm, "norm"));
+  DI_ASSIGN_OR_RETURN(g.hc_head, upload_hc_head(w.hc_head, c.hc_mult));
+  g.bytes = g.embed.bytes() + g.head.bytes() + g.norm.bytes() + g.hc_head.fn.bytes();
+  for (const v4::BlockWeights& b : w.layers) {
+    DI_ASSIGN_OR_RETURN(GpuLayer l, upload_layer(b, c));
+    g.bytes += layer_bytes(l);
+    g.layers.push_back(std::move(l));
+  }
+  return g;
+}
+
+}  // namespace deepinfer::v4gpu
