@@ -18,6 +18,12 @@
 // reused for the cross-warp sum (fixed order: warp 0..7), so the result of a row depends only on
 // its own x row, the weights and K: batch invariant, and bitwise the same as the first version
 // of this kernel (same chunk-to-warp map, same fma order, same final sum).
+//
+// Variants by max_m: <= 8 (one m tile, rows 8..15 never loaded), <= 16, <= 32 (2 tiles), <= 64
+// (4 tiles). ptxas (sm_90a, CUDA 13.0): 126 / 128 registers and no spills for the one-tile ones
+// (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight per SM), 255 and
+// no spills at 2 tiles (1 block per SM), 255 with 68 B of spills at 4 tiles (1 block per SM).
+// Weight rows must be 16-byte aligned (K % 128 == 0 and a 16-byte aligned base), x 16-byte too.
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -73,6 +79,13 @@ __device__ __forceinline__ uint2 lds_u2(uint32_t saddr) {
   return v;
 }
 
+// x rows: ld.global.nc, volatile so the compiler keeps them next to their use (hoisting all of a
+// chunk's x loads ahead of the mma is what made the m > 16 variants spill).
+__device__ __forceinline__ float4 ldg_f4(const float* p) {
+  const uint4 v = detail::ldg_nc_v4(p);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+}
+
 constexpr int kWarps = 8;
 constexpr int kNT = 4;                    // 8-row weight tiles per block (32 rows): x fragments are reused across them
 constexpr int kStages = 4;                // ring depth per warp
@@ -101,14 +114,14 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
       const int r0 = mt * 16 + g, r1 = r0 + 8;
       float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0, q0 = p0, q1 = p0;
       if (r0 < m) {
-        const float4* px = reinterpret_cast<const float4*>(x + int64_t(r0) * K + kk);
-        p0 = px[0];
-        p1 = px[1];
+        const float* px = x + int64_t(r0) * K + kk;
+        p0 = ldg_f4(px);
+        p1 = ldg_f4(px + 4);
       }
       if (!kLow8 && r1 < m) {
-        const float4* px = reinterpret_cast<const float4*>(x + int64_t(r1) * K + kk);
-        q0 = px[0];
-        q1 = px[1];
+        const float* px = x + int64_t(r1) * K + kk;
+        q0 = ldg_f4(px);
+        q1 = ldg_f4(px + 4);
       }
       // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,4), (1,5) | (2,6), (3,7)
       const uint32_t a0 = h2(p0.x, p1.x), a2 = h2(p0.y, p1.y), a4 = h2(p0.z, p1.z), a6 = h2(p0.w, p1.w);
@@ -203,7 +216,8 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
     }
     __syncwarp();  // every lane has its fragments: the stage may be refilled next iteration
     const int kk0 = (warp + kWarps * i) * 128 + t * 8;
-    if (__any_sync(0xffffffffu, big)) {
+    // MT = 4 always takes the general path: one variant less keeps its spills at 68 B (136 with both).
+    if (MT > 2 || __any_sync(0xffffffffu, big)) {
       chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, m, K, kk0, g);
     } else {
 #pragma unroll
