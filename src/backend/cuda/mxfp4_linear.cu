@@ -20,8 +20,9 @@
 // of this kernel (same chunk-to-warp map, same fma order, same final sum).
 //
 // Variants by max_m: <= 8 (one m tile, rows 8..15 never loaded), <= 16, <= 32 (2 tiles), <= 64
-// (4 tiles). ptxas (sm_90a, CUDA 13.0): 126 / 128 registers and no spills for the one-tile ones
-// (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight per SM), 255 and
+// (4 tiles); the <= 16 one also takes the <= 8 arithmetic for a group with m <= 8. ptxas (sm_90a,
+// CUDA 13.0): 126 registers, no spills (<= 8) and 128 with a 4-byte spill (<= 16) for the one-tile
+// ones (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight per SM), 255 and
 // no spills at 2 tiles (1 block per SM), 255 with 68 B of spills at 4 tiles (1 block per SM).
 // Weight rows must be 16-byte aligned (K % 128 == 0 and a 16-byte aligned base), x 16-byte too.
 #include <cuda_fp16.h>
@@ -222,7 +223,12 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
     } else {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) sv[nt].x += 0x0E0E0E0Eu, sv[nt].y += 0x0E0E0E0Eu;
-      chunk_math<MT, kLow8, true>(acc, wv, sv, gd.x, m, K, kk0, g);
+      // A group of <= 8 rows under max_m 9..16 (the model's 16-row groups at m ~ 1-2) skips
+      // rows 8..15 too: block-uniform branch, same per-row arithmetic.
+      if (MT == 1 && !kLow8 && m <= 8)
+        chunk_math<MT, true, true>(acc, wv, sv, gd.x, m, K, kk0, g);
+      else
+        chunk_math<MT, kLow8, true>(acc, wv, sv, gd.x, m, K, kk0, g);
     }
   }
   cp_wait<0>();
