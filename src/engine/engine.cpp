@@ -25,6 +25,7 @@ Status EngineOptions::validate() const {
   if (prefix_cache_bytes < 0) return Status::invalid_argument("prefix cache bytes must be >= 0");
   if (max_context < 2) return Status::invalid_argument("max_context must be >= 2");
   if (threads < 0) return Status::invalid_argument("threads must be >= 0");
+  if (device != "cpu" && device != "cuda") return Status::invalid_argument("device must be cpu or cuda");
   return Status::ok();
 }
 
@@ -405,7 +406,9 @@ Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, 
   BackendConfig bc;
   bc.num_threads = opts.threads;
   DI_ASSIGN_OR_RETURN(auto backend, Backend::create(bc));
-  DI_ASSIGN_OR_RETURN(auto model, load_model(model_dir, *backend));
+  LoadOptions lo;
+  lo.device = opts.device;
+  DI_ASSIGN_OR_RETURN(auto model, load_model(model_dir, *backend, lo));
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const auto tok_path = std::filesystem::path(model_dir) / "tokenizer.json";
   if (opts.load_tokenizer && std::filesystem::exists(tok_path)) {

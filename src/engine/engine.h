@@ -23,6 +23,7 @@ struct EngineOptions {
   int threads = 0;                                  // CPU threads (0: all)
   std::string served_model_name;                    // default: the folder's name
   bool load_tokenizer = true;                       // tokenizer.json when present (stop strings)
+  std::string device = "cpu";                       // "cpu" or "cuda": where the model runs (load_model)
   Status validate() const;
 };
 

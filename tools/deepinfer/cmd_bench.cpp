@@ -1,6 +1,8 @@
-// `deepinfer bench MODEL_DIR`: prefill and decode throughput of the CPU backend on a real or tiny
-// checkpoint, with the memory floor next to it (weight bytes a decode step reads over the
-// measured copy bandwidth). Prints a table and optionally writes JSON for bench/results/.
+// `deepinfer bench MODEL_DIR`: prefill and decode throughput of the model (through
+// deepinfer::Model, on --device cpu or cuda) on a real or tiny checkpoint, with the CPU memory
+// floor next to it (weight bytes a decode step reads over the measured host copy bandwidth; not
+// shown for cuda: bench/cuda_model measures the GPU floors). Prints a table and optionally
+// writes JSON for bench/results/.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +12,8 @@
 
 #include "backend/registry.h"
 #include "commands.h"
-#include "model/deepseek_v4/model.h"
+#include "device_flag.h"
+#include "model/model.h"
 
 namespace deepinfer::cli {
 
@@ -40,6 +43,7 @@ struct BenchArgs {
   std::string model_dir, json_out;
   int64_t prompt_len = 64, gen_len = 32, batch = 1;
   int threads = 0;
+  std::string device = "cpu";
 };
 
 int run_bench(const BenchArgs& a) {
@@ -51,23 +55,25 @@ int run_bench(const BenchArgs& a) {
   bc.num_threads = a.threads;
   auto backend = Backend::create(bc);
   if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
-  auto model = v4::V4Model::load(a.model_dir, **backend);
+  if (int rc = check_device_flag("bench", a.device)) return rc;
+  LoadOptions lo;
+  lo.device = a.device;
+  auto model = load_model(a.model_dir, **backend, lo);
   if (!model.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", model.status().to_string().c_str()), 1;
-  v4::V4Model& m = **model;
-  const auto& c = m.config();
+  Model& m = **model;
   std::mt19937 rng(1234);
-  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(c.vocab_size - 1));
+  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(m.info().vocab_size - 1));
   std::vector<std::vector<int32_t>> prompts(a.batch);
   for (auto& p : prompts) {
     p.resize(a.prompt_len);
     for (auto& t : p) t = tok(rng);
   }
-  std::vector<v4::SequenceState> states;
-  states.reserve(a.batch);
-  std::vector<v4::SeqInput> batch;
+  std::vector<std::unique_ptr<ModelState>> states;
+  std::vector<ModelInput> batch;
   for (auto& p : prompts) {
-    states.push_back(m.new_sequence());
-    batch.push_back({&states.back(), p, false});
+    states.push_back(m.new_state());
+    if (!states.back()) return std::fprintf(stderr, "deepinfer: error: no memory for sequence state\n"), 1;
+    batch.push_back({states.back().get(), p, false});
   }
   v4::ForwardOutput out;
   const double t0 = now_s();
@@ -94,17 +100,18 @@ int run_bench(const BenchArgs& a) {
     for (const auto& t : ck->tensors()) weight_bytes += t.info->end - t.info->begin;
   const double bw = measure_copy_bandwidth((*backend)->pool());
   const double step_ms = a.gen_len ? decode_s / a.gen_len * 1e3 : 0;
-  const double floor_ms = weight_bytes / (bw * 1e9) * 1e3;
+  const bool cpu = a.device == "cpu";
+  const double floor_ms = cpu ? weight_bytes / (bw * 1e9) * 1e3 : 0.0;
   const double prefill_tps = a.batch * a.prompt_len / prefill_s;
   const double decode_tps = a.gen_len ? a.batch * a.gen_len / decode_s : 0;
-  std::printf("model %s, %d threads, batch %lld, prompt %lld, gen %lld\n", a.model_dir.c_str(),
+  std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", a.model_dir.c_str(), a.device.c_str(),
               (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len, (long long)a.gen_len);
   std::printf("prefill  %10.1f tokens/s  (%.3f s)\n", prefill_tps, prefill_s);
   std::printf("decode   %10.1f tokens/s  step %.3f ms; memory floor %.3f ms (%.1f MB weights / %.1f GB/s) = %.2fx floor\n",
               decode_tps, step_ms, floor_ms, weight_bytes / 1e6, bw, floor_ms > 0 ? step_ms / floor_ms : 0.0);
   if (!a.json_out.empty()) {
     nlohmann::json j{{"model_dir", a.model_dir},
-                     {"backend", "cpu"},
+                     {"backend", a.device},
                      {"threads", (*backend)->pool().size()},
                      {"hardware_concurrency", std::thread::hardware_concurrency()},
                      {"batch", a.batch},
@@ -132,6 +139,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--gen-len", a->gen_len, "decode steps");
   b->add_option("--batch", a->batch, "sequences decoded together");
   b->add_option("--threads", a->threads, "CPU threads (0: all)");
+  add_device_option(b, a->device);
   b->add_option("--json", a->json_out, "write the results as JSON to this file");
   reg.add(b, [a] { return run_bench(*a); });
 

@@ -21,6 +21,7 @@
 
 #include "commands.h"
 #include "engine/engine.h"
+#include "device_flag.h"
 #include "gpus_flag.h"
 #include "jsonl.h"
 #include "server/generation.h"
@@ -35,6 +36,7 @@ using server::Json;
 struct GenArgs {
   std::string model_dir, input, output;
   int threads = 0;
+  std::string device = "cpu";
   int concurrency = 64;
   int64_t max_running = 64;
   int64_t max_context = 65536;
@@ -136,6 +138,7 @@ Json result_line(const Job& job, const Json& resp) {
 
 int run_generate(const GenArgs& a) {
   if (int rc = check_gpus_flag("generate", a.gpus, a.model_dir)) return rc;
+  if (int rc = check_device_flag("generate", a.device)) return rc;
   auto lines = read_jsonl(a.input);
   if (!lines.is_ok()) return fail(std::string(lines.status().message()));
   std::vector<Job> jobs;
@@ -156,6 +159,7 @@ int run_generate(const GenArgs& a) {
   }
   EngineOptions eo;
   eo.threads = a.threads;
+  eo.device = a.device;
   eo.sched.max_running = a.max_running;
   eo.sched.max_waiting = std::max<int64_t>(4096, a.concurrency * 128);
   eo.max_context = a.max_context;
@@ -264,6 +268,7 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
   gen->add_option("--output", a->output, "JSONL: {\"id\", \"tokens\", \"finish_reason\", \"text\", ...}; appended")
       ->required();
   gen->add_option("--threads", a->threads, "CPU threads for the model (0: all)");
+  add_device_option(gen, a->device);
   gen->add_option("--concurrency", a->concurrency, "requests in flight");
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");

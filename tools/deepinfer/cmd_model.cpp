@@ -3,6 +3,7 @@
 #include <map>
 
 #include "commands.h"
+#include "device_flag.h"
 #include "core/log.h"
 #include "engine/offline.h"
 #include "jsonl.h"
@@ -25,6 +26,7 @@ struct ModelArgs {
   int threads = 0;
   bool reference_rounding = false;
   bool kv_rounding_only = false;
+  std::string device = "cpu";
 };
 
 Result<std::unique_ptr<Backend>> make_cpu(int threads) {
@@ -45,11 +47,13 @@ int run_score(const ModelArgs& a, int64_t top_k) {
     seqs.push_back(std::move(toks).value());
     ids.push_back(l.value.contains("id") ? l.value["id"] : nlohmann::json(l.line_no));
   }
+  if (int rc = check_device_flag("score", a.device)) return rc;
   auto backend = make_cpu(a.threads);
   if (!backend.is_ok()) return fail(backend.status());
   LoadOptions lo;
   lo.numerics.reference_rounding = a.reference_rounding || a.kv_rounding_only;
   lo.numerics.kv_only = a.kv_rounding_only;
+  lo.device = a.device;
   auto model = load_model(a.model_dir, **backend, lo);
   if (!model.is_ok()) return fail(model.status());
   for (size_t i = 0; i < seqs.size(); ++i)
@@ -96,6 +100,7 @@ void register_model_commands(CLI::App& app, Registry& reg) {
   score->add_option("--output", args->output, "JSONL: {\"id\", \"token_logprobs\", \"top_logprobs\"}")->required();
   score->add_option("--top-logprobs", *top_k, "alternatives per position");
   score->add_option("--threads", args->threads, "CPU threads (0: all)");
+  add_device_option(score, args->device);
   score->add_flag("--reference-rounding", args->reference_rounding,
                   "reproduce the official reference's low-precision rounding (FP8/FP4 KV, indexer, FP8 "
                   "activations) instead of exact arithmetic");

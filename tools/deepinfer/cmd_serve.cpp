@@ -10,6 +10,7 @@
 #include <string>
 
 #include "commands.h"
+#include "device_flag.h"
 #include "gpus_flag.h"
 #include "core/log.h"
 #include "server/server.h"
@@ -34,6 +35,7 @@ struct ServeArgs {
   int64_t state_memory_mib = 4096;
   int64_t prefix_cache_mib = 512;
   int threads = 0;
+  std::string device = "cpu";
   int http_threads = 128;
   int64_t max_body_mib = 32;
   int max_n = 64;
@@ -47,6 +49,7 @@ struct ServeArgs {
 
 int run_serve(const ServeArgs& a) {
   if (int rc = check_gpus_flag("serve", a.gpus, a.model_dir)) return rc;
+  if (int rc = check_device_flag("serve", a.device)) return rc;
 #ifndef DI_SERVE_HAS_ENGINE
   std::fprintf(stderr, "deepinfer serve: this build has no serving engine (src/engine/engine.h)\n");
   return 1;
@@ -102,6 +105,7 @@ int run_serve(const ServeArgs& a) {
   eo.state_capacity_bytes = a.state_memory_mib << 20;
   eo.prefix_cache_bytes = a.prefix_cache_mib << 20;
   eo.threads = a.threads;
+  eo.device = a.device;
   eo.served_model_name = a.served_model_name;
   eo.load_tokenizer = tok != nullptr;
   if (Status s = eo.validate(); !s.is_ok()) {
@@ -148,6 +152,7 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_option("--state-memory-mib", a->state_memory_mib, "model state capacity (MiB)");
   s->add_option("--prefix-cache-mib", a->prefix_cache_mib, "prefix cache capacity (MiB, 0: off)");
   s->add_option("--threads", a->threads, "CPU threads of the engine (0: all)");
+  add_device_option(s, a->device);
   s->add_option("--http-threads", a->http_threads, "concurrent HTTP connections (each stream holds one)");
   s->add_option("--max-body-mib", a->max_body_mib, "largest request body (MiB); larger gets 413");
   s->add_option("--max-n", a->max_n, "largest n per request");
