@@ -123,6 +123,7 @@ class Engine final : public EngineClient {
 
   void run();
   bool step();
+  void prefetch_next();
   void take_inbox();
   void admit();
   void preempt_to_fit();
@@ -383,7 +384,24 @@ bool Engine::step() {
   // Growth that no longer fits is evicted now rather than at the next step, so the published
   // state_bytes_used (the reservations) never exceeds the capacity between steps.
   preempt_to_fit();
+  prefetch_next();
   return true;
+}
+
+// The next step's inputs are known now up to the token budget: each running sequence's unfed
+// tokens (the token just sampled, or the rest of its prompt). A model may start reading what they
+// need (V4.1: Engram table rows, which depend on token ids alone) while the host does its work.
+void Engine::prefetch_next() {
+  std::vector<ModelInput> upcoming;
+  int64_t budget = opts_.sched.max_batch_tokens;
+  for (const auto& s : running_) {
+    const int64_t pending = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    const int64_t n = std::min(pending, budget);
+    if (n <= 0 || !s->state) continue;
+    upcoming.push_back({s->state.get(), std::span<const int32_t>(s->tokens.data() + s->computed, n), false});
+    budget -= n;
+  }
+  if (!upcoming.empty()) model_->prefetch(upcoming);
 }
 
 void Engine::publish_stats() {
@@ -409,6 +427,8 @@ Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, 
   LoadOptions lo;
   lo.device = opts.device;
   DI_ASSIGN_OR_RETURN(auto model, load_model(model_dir, *backend, lo));
+  if (opts.wrap_model) model = opts.wrap_model(std::move(model));
+  if (!model) return Status::invalid_argument("EngineOptions::wrap_model returned no model");
   std::unique_ptr<tokenizer::Tokenizer> tok;
   const auto tok_path = std::filesystem::path(model_dir) / "tokenizer.json";
   if (opts.load_tokenizer && std::filesystem::exists(tok_path)) {

@@ -7,10 +7,12 @@
 // block boundaries (kv/prefix_cache.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "engine/engine_client.h"
+#include "model/model.h"
 #include "sched/scheduler.h"
 
 namespace deepinfer {
@@ -24,6 +26,8 @@ struct EngineOptions {
   std::string served_model_name;                    // default: the folder's name
   bool load_tokenizer = true;                       // tokenizer.json when present (stop strings)
   std::string device = "cpu";                       // "cpu" or "cuda": where the model runs (load_model)
+  /// Optional decorator around the loaded model (tracing, metrics, tests); must forward to it.
+  std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap_model;
   Status validate() const;
 };
 

@@ -345,3 +345,82 @@ TEST(EngineV41, GreedyMatchesReferenceAndPrefixHitsChangeNothing) {
 
 }  // namespace
 }  // namespace deepinfer
+
+namespace deepinfer {
+namespace {
+
+// Records the inputs of every forward and prefetch call (state, its length then, the tokens).
+struct CallLog {
+  struct Input {
+    const ModelState* state;
+    int64_t at;
+    std::vector<int32_t> tokens;
+  };
+  std::mutex mu;
+  std::vector<std::pair<bool, std::vector<Input>>> calls;  // (is_prefetch, inputs) in call order
+  void add(bool prefetch, std::span<const ModelInput> batch) {
+    std::vector<Input> in;
+    for (const auto& b : batch) in.push_back({b.state, b.state->length(), {b.tokens.begin(), b.tokens.end()}});
+    std::lock_guard<std::mutex> lock(mu);
+    calls.emplace_back(prefetch, std::move(in));
+  }
+};
+
+class RecordingModel final : public Model {
+ public:
+  RecordingModel(std::unique_ptr<Model> inner, CallLog* log) : inner_(std::move(inner)), log_(log) {}
+  const ModelSpec& info() const override { return inner_->info(); }
+  std::unique_ptr<ModelState> new_state() const override { return inner_->new_state(); }
+  Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override {
+    log_->add(false, batch);
+    return inner_->forward(batch, out);
+  }
+  void prefetch(std::span<const ModelInput> upcoming) override {
+    log_->add(true, upcoming);
+    inner_->prefetch(upcoming);
+  }
+
+ private:
+  std::unique_ptr<Model> inner_;
+  CallLog* log_;
+};
+
+TEST(Engine, PrefetchAnnouncesEveryDecodeInputOneStepAhead) {
+  auto log = std::make_shared<CallLog>();
+  EngineOptions o;
+  o.sched.max_batch_tokens = 16;  // prompts of 5..41 tokens take several prefill chunks
+  o.wrap_model = [log](std::unique_ptr<Model> m) { return std::make_unique<RecordingModel>(std::move(m), log.get()); };
+  auto e = engine(o);
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 4; ++i) streams.push_back(*e->submit(make_req("p" + std::to_string(i), prompt_of(i, 5 + 12 * i), 6)));
+  for (auto& s : streams) EXPECT_EQ(collect(*s, 1).tokens[0].size(), 6u);
+  e.reset();  // joins the loop: the log is complete
+  int64_t decode_inputs = 0, chunk_inputs_announced = 0;
+  const CallLog::Input* none = nullptr;
+  for (size_t k = 0; k < log->calls.size(); ++k) {
+    if (log->calls[k].first) continue;
+    // The announcement for this forward is the prefetch call right before it (if any).
+    const auto* ann = (k > 0 && log->calls[k - 1].first) ? &log->calls[k - 1].second : nullptr;
+    for (const auto& in : log->calls[k].second) {
+      const CallLog::Input* match = none;
+      if (ann)
+        for (const auto& a : *ann)
+          if (a.state == in.state) match = &a;
+      const bool decode = in.tokens.size() == 1 && in.at > 0;
+      if (decode) {
+        ++decode_inputs;
+        ASSERT_NE(match, nullptr) << "decode input of forward " << k << " was not prefetched";
+      }
+      if (!match) continue;  // a sequence admitted at this step
+      if (!decode) ++chunk_inputs_announced;
+      EXPECT_EQ(match->at, in.at) << "forward " << k;
+      ASSERT_LE(in.tokens.size(), match->tokens.size()) << "forward " << k;
+      EXPECT_TRUE(std::equal(in.tokens.begin(), in.tokens.end(), match->tokens.begin())) << "forward " << k;
+    }
+  }
+  EXPECT_GE(decode_inputs, 4 * 5);        // 5 decode steps per request after the first token
+  EXPECT_GT(chunk_inputs_announced, 0);   // later prefill chunks are announced too
+}
+
+}  // namespace
+}  // namespace deepinfer
