@@ -10,6 +10,7 @@
 
 #include <future>
 #include <nlohmann/json.hpp>
+#include <chrono>
 #include <thread>
 
 #include "fake_engine.h"
@@ -470,7 +471,16 @@ TEST_F(ServerE2ETest, ModelsHealthMetrics) {
   set_script("x");
   post_ok("/v1/completions", {{"prompt", "x"}});
   post("/v1/completions", {{"prompt", 5}});
+  // Requests are counted by the access log, which runs after the response is written: a scrape
+  // right after the answer may come first, so wait (briefly) until both show up.
   auto r = c.Get("/metrics");
+  const auto counted = [](const std::string& b) {
+    return b.find("status=\"400\"} 1") != std::string::npos && b.find("status=\"200\"} 1") != std::string::npos;
+  };
+  for (int i = 0; i < 200 && r && !counted(r->body); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    r = c.Get("/metrics");
+  }
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
   const std::string& t = r->body;
