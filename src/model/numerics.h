@@ -25,6 +25,11 @@ namespace deepinfer {
 struct Numerics {
   bool reference_rounding = false;
   bool kv_only = false;  // V4.1 only, with reference_rounding: no activation rounding
+  /// GPU: every op takes one code path whatever the batch and chunk sizes (FP8 linears on the
+  /// tiled kernel at any M, bf16 GEMMs in fixed 64-row calls), so a sequence's logits are bitwise
+  /// the same alone, in any batch and with any prefill chunking; decode is slower. The CPU backend
+  /// is always invariant (no effect there).
+  bool batch_invariant = false;
 };
 
 /// Options of V4Model::load / V41Model::load / load_model.

@@ -8,10 +8,13 @@
 // argmax agreement >= 60% (random logits have top-2 gaps of a few percent of their RMS, so a 2-5%
 // error flips some near-ties; an unrelated result agrees on ~0.05% of rows). The GPU differs from the CPU by bf16 q / K=V / entries, fp16 (not
 // FP8) expert activations and unrounded window KV (the CPU rounds it through FP8 per 64); an
-// unrelated result has a relative error near 1.4. Chunked vs one-shot prefill on the GPU: rel RMS
-// <= 1e-2 (the bf16 cuBLASLt GEMMs see other row counts). Two sequences batched vs alone:
-// bitwise (every op is row-independent with a shape-fixed reduction order, and the per-sequence
-// GEMMs keep their row counts).
+// unrelated result has a relative error near 1.4. Chunked vs one-shot prefill on the GPU, default
+// mode: rel RMS <= 0.04 and argmax >= 90% (the FP8 linears switch kernels at M = 64 and cuBLASLt
+// picks algorithms by M: 1e-7 differences, which FP8 re-quantisation and top-k routing flips grow
+// to ~2% by the head, measured on the H200); batch-invariant mode (Numerics::batch_invariant):
+// bitwise. Two sequences batched vs alone: bitwise in both modes here (every op is row-independent
+// and these batches keep each sequence's kernel paths); the engine-style run below mixes prefill
+// chunks and decode rows, so its bitwise check runs in batch-invariant mode.
 // Plus an engine-style run: 4 concurrent greedy requests, mixed prefill chunks and decode rows in
 // ragged batches (the scheduling src/engine does), on the GPU vs the CPU. src/engine itself needs
 // packages the device lacks (tokenizer, utf8proc, xxhash), so the loop here mirrors it over the
@@ -36,7 +39,7 @@ namespace {
 
 using testing::TempDir;
 
-constexpr double kRelTol = 0.08, kArgmaxMin = 0.6, kChunkTol = 1e-2;
+constexpr double kRelTol = 0.08, kArgmaxMin = 0.6, kChunkTol = 0.04, kChunkArgmaxMin = 0.9;
 
 struct Compare {
   double max_abs = 0, rel_rms = 0, worst_rel = 0;
@@ -101,17 +104,22 @@ class V4GpuModelTest : public ::testing::Test {
     auto gpu = v4gpu::V4GpuModel::load(dir_->path, opt);
     ASSERT_TRUE(gpu.is_ok()) << gpu.status().message();
     gpu_ = std::move(gpu).value().release();
+    opt.numerics.batch_invariant = true;
+    auto bi = v4gpu::V4GpuModel::load(dir_->path, opt);
+    ASSERT_TRUE(bi.is_ok()) << bi.status().message();
+    bi_ = std::move(bi).value().release();
     const auto t2 = std::chrono::steady_clock::now();
     std::printf("synthetic checkpoint written in %.1f s, both models loaded in %.1f s (GPU weights %.0f MB)\n",
                 std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
                 gpu_->weight_bytes() / 1e6);
   }
   static void TearDownTestSuite() {
+    delete bi_;
     delete gpu_;
     delete cpu_;
     delete backend_;
     delete dir_;
-    gpu_ = nullptr, cpu_ = nullptr, backend_ = nullptr, dir_ = nullptr;
+    bi_ = nullptr, gpu_ = nullptr, cpu_ = nullptr, backend_ = nullptr, dir_ = nullptr;
   }
   void SetUp() override {
     if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
@@ -126,10 +134,10 @@ class V4GpuModelTest : public ::testing::Test {
     EXPECT_TRUE(st.is_ok()) << st.message();
     return out.logits;
   }
-  static std::vector<float> gpu_run(ModelState& s, std::span<const int32_t> t, bool all) {
+  static std::vector<float> gpu_run(ModelState& s, std::span<const int32_t> t, bool all, Model* m = nullptr) {
     ModelInput in{&s, t, all};
     v4::ForwardOutput out;
-    Status st = gpu_->forward(std::span<const ModelInput>(&in, 1), out);
+    Status st = (m ? m : gpu_)->forward(std::span<const ModelInput>(&in, 1), out);
     EXPECT_TRUE(st.is_ok()) << st.message();
     return out.logits;
   }
@@ -138,11 +146,13 @@ class V4GpuModelTest : public ::testing::Test {
   static Backend* backend_;
   static v4::V4Model* cpu_;
   static v4gpu::V4GpuModel* gpu_;
+  static v4gpu::V4GpuModel* bi_;  // the same weights, Numerics::batch_invariant
 };
 TempDir* V4GpuModelTest::dir_ = nullptr;
 Backend* V4GpuModelTest::backend_ = nullptr;
 v4::V4Model* V4GpuModelTest::cpu_ = nullptr;
 v4gpu::V4GpuModel* V4GpuModelTest::gpu_ = nullptr;
+v4gpu::V4GpuModel* V4GpuModelTest::bi_ = nullptr;
 
 // Prefill 300 tokens (logits at every position), then 24 decode steps fed the CPU's argmax.
 TEST_F(V4GpuModelTest, PrefillAndDecodeMatchCpu) {
@@ -185,26 +195,34 @@ TEST_F(V4GpuModelTest, PrefillAndDecodeMatchCpu) {
 // Chunked prefill (chunks 100, 1, 63, 136: ring wraps and windows split across chunks) vs one shot.
 TEST_F(V4GpuModelTest, ChunkedPrefillMatchesOneShot) {
   const auto prompt = tokens(300, 11, V());
-  std::unique_ptr<ModelState> one = gpu_->new_state(), chunked = gpu_->new_state();
-  const auto full = gpu_run(*one, prompt, true);
-  std::vector<float> parts;
-  int64_t at = 0;
-  for (int64_t n : {100, 1, 63, 136}) {
-    const auto l = gpu_run(*chunked, std::span<const int32_t>(prompt).subspan(at, n), true);
-    parts.insert(parts.end(), l.begin(), l.end());
-    at += n;
+  for (const bool invariant : {false, true}) {
+    Model* m = invariant ? static_cast<Model*>(bi_) : static_cast<Model*>(gpu_);
+    std::unique_ptr<ModelState> one = m->new_state(), chunked = m->new_state();
+    const auto full = gpu_run(*one, prompt, true, m);
+    std::vector<float> parts;
+    int64_t at = 0;
+    for (int64_t n : {100, 1, 63, 136}) {
+      const auto l = gpu_run(*chunked, std::span<const int32_t>(prompt).subspan(at, n), true, m);
+      parts.insert(parts.end(), l.begin(), l.end());
+      at += n;
+    }
+    ASSERT_EQ(parts.size(), full.size());
+    std::printf("GPU chunked (100, 1, 63, 136) vs one-shot prefill, %s:\n", invariant ? "batch-invariant mode" : "default mode");
+    const Compare c = compare(parts, full, V());
+    print("all positions", c);
+    // The states must continue alike: one decode step from each.
+    const int32_t tok[1] = {5};
+    const Compare d = compare(gpu_run(*chunked, tok, false, m), gpu_run(*one, tok, false, m), V());
+    print("next decode step", d);
+    if (invariant) {
+      EXPECT_EQ(c.max_abs, 0.0) << "batch-invariant mode: chunked prefill must be bitwise the one-shot";
+      EXPECT_EQ(d.max_abs, 0.0);
+    } else {
+      EXPECT_LE(c.rel_rms, kChunkTol);
+      EXPECT_GE(c.argmax_agree, kChunkArgmaxMin * c.rows);
+      EXPECT_LE(d.rel_rms, kChunkTol);
+    }
   }
-  ASSERT_EQ(parts.size(), full.size());
-  std::printf("GPU chunked (100, 1, 63, 136) vs one-shot prefill:\n");
-  const Compare c = compare(parts, full, V());
-  print("all positions", c);
-  EXPECT_LE(c.rel_rms, kChunkTol);
-  EXPECT_EQ(c.argmax_agree, c.rows);
-  // The states must continue alike: one decode step from each.
-  const int32_t tok[1] = {5};
-  const Compare d = compare(gpu_run(*chunked, tok, false), gpu_run(*one, tok, false), V());
-  print("next decode step", d);
-  EXPECT_LE(d.rel_rms, kChunkTol);
 }
 
 // Two sequences in one forward (prefill 300 + 77, then 4 batched decode steps) vs each alone.
@@ -317,24 +335,31 @@ TEST_F(V4GpuModelTest, FourConcurrentGreedyRequestsMatchCpu) {
     EXPECT_TRUE(cpu_->forward(in, out).is_ok());
     return out.logits;
   }, V());
-  std::vector<std::unique_ptr<ModelState>> gstates;
-  for (size_t i = 0; i < proto.size(); ++i) gstates.push_back(gpu_->new_state());
-  run_requests(gpu_reqs, [&](const auto& batch) {
-    std::vector<ModelInput> in;
-    for (const auto& [i, t] : batch) in.push_back({gstates[i].get(), t, false});
-    v4::ForwardOutput out;
-    Status st = gpu_->forward(in, out);
-    EXPECT_TRUE(st.is_ok()) << st.message();
-    return out.logits;
-  }, V());
-  // Each request alone on the GPU, one forward per step: the batched run must match it exactly.
+  // The batched GPU runs: default mode (compared with the CPU) and batch-invariant mode (compared
+  // with each request alone, which must give the same tokens exactly).
+  auto batched = [&](Model* m, std::vector<Request>& reqs) {
+    std::vector<std::unique_ptr<ModelState>> gstates;
+    for (size_t i = 0; i < proto.size(); ++i) gstates.push_back(m->new_state());
+    run_requests(reqs, [&](const auto& batch) {
+      std::vector<ModelInput> in;
+      for (const auto& [i, t] : batch) in.push_back({gstates[i].get(), t, false});
+      v4::ForwardOutput out;
+      Status st = m->forward(in, out);
+      EXPECT_TRUE(st.is_ok()) << st.message();
+      return out.logits;
+    }, V());
+  };
+  std::vector<Request> bi_reqs = proto;
+  batched(gpu_, gpu_reqs);
+  batched(bi_, bi_reqs);
+  // Each request alone (batch-invariant mode), one forward per step.
   for (size_t i = 0; i < proto.size(); ++i) {
     std::vector<Request> one{solo_reqs[i]};
-    std::unique_ptr<ModelState> s = gpu_->new_state();
+    std::unique_ptr<ModelState> s = bi_->new_state();
     run_requests(one, [&](const auto& batch) {
       ModelInput in{s.get(), batch[0].second, false};
       v4::ForwardOutput out;
-      EXPECT_TRUE(gpu_->forward(std::span<const ModelInput>(&in, 1), out).is_ok());
+      EXPECT_TRUE(bi_->forward(std::span<const ModelInput>(&in, 1), out).is_ok());
       return out.logits;
     }, V());
     solo_reqs[i] = one[0];
@@ -345,9 +370,13 @@ TEST_F(V4GpuModelTest, FourConcurrentGreedyRequestsMatchCpu) {
     for (int32_t t : cpu_reqs[i].out) std::printf(" %d", t);
     std::printf("\n  gpu:");
     for (int32_t t : gpu_reqs[i].out) std::printf(" %d", t);
+    std::printf("\n  gpu batch-invariant, batched:");
+    for (int32_t t : bi_reqs[i].out) std::printf(" %d", t);
+    std::printf("\n  gpu batch-invariant, alone:  ");
+    for (int32_t t : solo_reqs[i].out) std::printf(" %d", t);
     std::printf("\n");
     ASSERT_EQ(gpu_reqs[i].out.size(), 8u);
-    EXPECT_EQ(gpu_reqs[i].out, solo_reqs[i].out) << "request " << i << ": batched GPU run differs from the solo one";
+    EXPECT_EQ(bi_reqs[i].out, solo_reqs[i].out) << "request " << i << ": batched run differs from the solo one (batch-invariant mode)";
     first_agree += !cpu_reqs[i].out.empty() && cpu_reqs[i].out[0] == gpu_reqs[i].out[0];
   }
   // Greedy paths may part at near-ties (the GPU is not bitwise the CPU); the first tokens come

@@ -22,7 +22,8 @@ enum Slot : int {
 };
 
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
-constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
+constexpr int64_t kMoeChunk = 1024;
+constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows    // moe_build_groups takes T * k <= 8192
 
 bool kernels_ok(bool ok, const char* what, Status& st) {
   if (!ok) st = Status::internal(std::string("CUDA: ") + what + " failed: " + kernels_error());
@@ -61,9 +62,14 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * K / 128));
     DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kFp8Ws, std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
     DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs));
-    DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws));
+    if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
+      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y));
+    } else {
+      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws));
+    }
     return Status::ok();
   }
+  if (c_.numerics.batch_invariant) return linear_bf16_fixed_rows(x, x_bf16, M, W, r0, rows, y);
   // bf16 GEMM (cuBLASLt): always at least kBf16MinRows rows, so small M always finds a plan; the
   // pad rows' outputs are dropped.
   const int64_t Mp = std::max(M, kBf16MinRows);
@@ -85,6 +91,28 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
   }
   DI_CUDA_TRY(dc::bf16_linear_lt(x16, Mp, wp, rows, K, yo, false, ws));
   if (yo != y) DI_CUDA_TRY(dc::copy_device_to_device(y, yo, static_cast<size_t>(M * rows) * 4));
+  return Status::ok();
+}
+
+// Batch-invariant bf16 GEMM: calls of exactly kBiRows rows (the last one padded), so cuBLASLt sees
+// one shape and picks one algorithm whatever M is; a row's result depends on its own values only.
+Status Forward::linear_bf16_fixed_rows(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0,
+                                       int64_t rows, float* y) {
+  const int64_t K = W.k;
+  const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
+  DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, kBiRows * K));
+  DI_ASSIGN_OR_RETURN(float* yo, buf<float>(kYPad, kBiRows * rows));
+  DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
+  for (int64_t m0 = 0; m0 < M; m0 += kBiRows) {
+    const int64_t m = std::min(kBiRows, M - m0);
+    if (x_bf16) {
+      DI_CUDA_TRY(dc::copy_device_to_device(xb, static_cast<const uint16_t*>(x) + m0 * K, static_cast<size_t>(m * K) * 2));
+    } else {
+      DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K));
+    }
+    DI_CUDA_TRY(dc::bf16_linear_lt(xb, kBiRows, wp, rows, K, yo, false, ws));
+    DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yo, static_cast<size_t>(m * rows) * 4));
+  }
   return Status::ok();
 }
 
