@@ -239,6 +239,16 @@ void Engine::admit() {
         s.cached_tokens = std::max(s.cached_tokens, hit.tokens);
       }
     }
+    if (!s.state) {  // a device model out of memory: wait for running sequences to free theirs
+      if (!running_.empty()) break;
+      StreamEvent ev;
+      ev.kind = StreamEvent::Kind::kError;
+      ev.error = Status::resource_exhausted("the model has no memory for this sequence's state");
+      s.ctx->stream->push(std::move(ev));
+      finish(s, "error", std::nullopt);
+      waiting_.pop_front();
+      continue;
+    }
     if (opts_.prefix_cache_bytes > 0) note_shared_prefix(s);
     s.state_bytes = estimate_bytes(s, 1);
     state_bytes_ += s.state_bytes;
@@ -365,8 +375,10 @@ bool Engine::step() {
     if (opts_.prefix_cache_bytes > 0 && s.computed <= s.prompt_len && s.computed % prefix_.block_tokens() == 0 &&
         !prefix_.contains(std::span<const int32_t>(s.tokens.data(), s.computed))) {
       std::shared_ptr<const ModelState> snap(s.state->clone());
-      const int64_t bytes = static_cast<int64_t>(snap->bytes());
-      prefix_.insert(std::span<const int32_t>(s.tokens.data(), s.computed), std::move(snap), bytes);
+      if (snap) {  // else no memory for a snapshot: a later lookup just misses
+        const int64_t bytes = static_cast<int64_t>(snap->bytes());
+        prefix_.insert(std::span<const int32_t>(s.tokens.data(), s.computed), std::move(snap), bytes);
+      }
     }
     if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;  // prefill chunk, no token yet
     if (!s.first_token_at) {

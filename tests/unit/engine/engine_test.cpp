@@ -422,5 +422,33 @@ TEST(Engine, PrefetchAnnouncesEveryDecodeInputOneStepAhead) {
   EXPECT_GT(chunk_inputs_announced, 0);   // later prefill chunks are announced too
 }
 
+// A model whose new_state() fails while `full` is set (a device out of memory).
+class FullModel final : public Model {
+ public:
+  FullModel(std::unique_ptr<Model> inner, std::atomic<bool>* full) : inner_(std::move(inner)), full_(full) {}
+  const ModelSpec& info() const override { return inner_->info(); }
+  std::unique_ptr<ModelState> new_state() const override { return *full_ ? nullptr : inner_->new_state(); }
+  Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override { return inner_->forward(batch, out); }
+
+ private:
+  std::unique_ptr<Model> inner_;
+  std::atomic<bool>* full_;
+};
+
+TEST(Engine, NoMemoryForStateIsAnErrorAndTheEngineKeepsServing) {
+  auto full = std::make_shared<std::atomic<bool>>(true);
+  EngineOptions o;
+  o.prefix_cache_bytes = 0;
+  o.wrap_model = [full](std::unique_ptr<Model> m) { return std::make_unique<FullModel>(std::move(m), full.get()); };
+  auto e = engine(o);
+  Collected c = collect(**e->submit(make_req("full", prompt_of(1, 9), 4)), 1);
+  EXPECT_EQ(c.error.code(), StatusCode::kResourceExhausted) << c.error.to_string();
+  EXPECT_EQ(c.finish[0], "error");
+  *full = false;
+  Collected ok = collect(**e->submit(make_req("after", prompt_of(1, 9), 4)), 1);
+  EXPECT_TRUE(ok.error.is_ok()) << ok.error.to_string();
+  EXPECT_EQ(ok.tokens[0].size(), 4u);
+}
+
 }  // namespace
 }  // namespace deepinfer
