@@ -4,8 +4,44 @@
 
 namespace deepinfer::v41 {
 
-std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
+namespace {
+
+// The tensors every block has, backbone layer or DSpark stage: norms, both mHC sites and the
+// attention core (q-LoRA, shared K=V, sinks, grouped output).
+template <class Add>
+void add_block_core(Add& add, const V41Config& c, const std::string& p) {
   const int64_t d = c.hidden, H = c.num_heads, D = c.head_dim, n = c.hc_mult, mix = (2 + n) * n;
+  add(p + "attn_norm.weight", Shape{d}, false);
+  add(p + "ffn_norm.weight", Shape{d}, false);
+  for (const char* site : {"hc_attn", "hc_ffn"}) {
+    add(p + site + "_fn", Shape{mix, n * d}, false);
+    add(p + site + "_base", Shape{mix}, false);
+    add(p + site + "_scale", Shape{3}, false);
+  }
+  add(p + "attn.attn_sink", Shape{H}, false);
+  add(p + "attn.wq_a.weight", Shape{c.q_lora_rank, d}, true);
+  add(p + "attn.q_norm.weight", Shape{c.q_lora_rank}, false);
+  add(p + "attn.wq_b.weight", Shape{H * D, c.q_lora_rank}, true);
+  add(p + "attn.wkv.weight", Shape{D, d}, true);
+  add(p + "attn.kv_norm.weight", Shape{D}, false);
+  add(p + "attn.wo_a.weight", Shape{c.o_groups * c.o_lora_rank, H * D / c.o_groups}, true);
+  add(p + "attn.wo_b.weight", Shape{d, c.o_groups * c.o_lora_rank}, true);
+}
+
+template <class Add>
+void add_routed_experts(Add& add, const std::string& p, int64_t E, int64_t I, int64_t d) {
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
+    add(ep + "w1.weight", Shape{I, d}, true);
+    add(ep + "w2.weight", Shape{d, I}, true);
+    add(ep + "w3.weight", Shape{I, d}, true);
+  }
+}
+
+}  // namespace
+
+std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
+  const int64_t d = c.hidden, D = c.head_dim, n = c.hc_mult;
   const int64_t nI = c.index_n_heads, dI = c.index_head_dim, E = c.n_routed_experts, I = c.moe_inter;
   std::vector<ExpectedTensor> v;
   auto add = [&](std::string name, Shape s, bool lin, TensorGroup g = TensorGroup::kBackbone) {
@@ -16,21 +52,7 @@ std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
   add("norm.weight", {d}, false);
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = "layers." + std::to_string(l) + ".";
-    add(p + "attn_norm.weight", {d}, false);
-    add(p + "ffn_norm.weight", {d}, false);
-    for (const char* site : {"hc_attn", "hc_ffn"}) {
-      add(p + site + "_fn", {mix, n * d}, false);
-      add(p + site + "_base", {mix}, false);
-      add(p + site + "_scale", {3}, false);
-    }
-    add(p + "attn.attn_sink", {H}, false);
-    add(p + "attn.wq_a.weight", {c.q_lora_rank, d}, true);
-    add(p + "attn.q_norm.weight", {c.q_lora_rank}, false);
-    add(p + "attn.wq_b.weight", {H * D, c.q_lora_rank}, true);
-    add(p + "attn.wkv.weight", {D, d}, true);
-    add(p + "attn.kv_norm.weight", {D}, false);
-    add(p + "attn.wo_a.weight", {c.o_groups * c.o_lora_rank, H * D / c.o_groups}, true);
-    add(p + "attn.wo_b.weight", {d, c.o_groups * c.o_lora_rank}, true);
+    add_block_core(add, c, p);
     if (c.is_kv_source(l)) {
       add(p + "attn.compressor.wkv.weight", {D, d}, true);
       if (c.ratios[l] > 1) add(p + "attn.compressor.wgate.weight", {D, d}, true);
@@ -44,12 +66,7 @@ std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
     }
     add(p + "ffn.gate.weight", {E, d}, true);
     add(p + "ffn.gate.bias", {E}, false);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
-      add(ep + "w1.weight", {I, d}, true);
-      add(ep + "w2.weight", {d, I}, true);
-      add(ep + "w3.weight", {I, d}, true);
-    }
+    add_routed_experts(add, p, E, I, c.hidden);
     const int64_t SI = I * c.n_shared_experts;
     add(p + "ffn.shared_experts.w1.weight", {SI, d}, true);
     add(p + "ffn.shared_experts.w2.weight", {d, SI}, true);
@@ -69,35 +86,16 @@ std::vector<ExpectedTensor> expected_tensors(const V41Config& c) {
 std::vector<ExpectedTensor> expected_dspark_tensors(const V41Config& c) {
   std::vector<ExpectedTensor> v;
   if (c.num_mtp_layers <= 0 || !c.validate_dspark().is_ok()) return v;
-  const int64_t d = c.hidden, H = c.num_heads, D = c.head_dim, n = c.hc_mult, mix = (2 + n) * n;
+  const int64_t d = c.hidden;
   const int64_t E = c.dspark_experts(), I = c.moe_inter, SI = I * c.n_shared_experts, R = c.dspark_markov_rank;
   const int64_t k = static_cast<int64_t>(c.dspark_target_layers.size());
   auto add = [&](std::string name, Shape s, bool lin) { v.push_back({std::move(name), std::move(s), lin, TensorGroup::kDSpark}); };
   for (int64_t st = 0; st < c.num_mtp_layers; ++st) {
     const std::string p = "mtp." + std::to_string(st) + ".";
-    add(p + "attn_norm.weight", {d}, false);
-    add(p + "ffn_norm.weight", {d}, false);
-    for (const char* site : {"hc_attn", "hc_ffn"}) {
-      add(p + site + "_fn", {mix, n * d}, false);
-      add(p + site + "_base", {mix}, false);
-      add(p + site + "_scale", {3}, false);
-    }
-    add(p + "attn.attn_sink", {H}, false);
-    add(p + "attn.wq_a.weight", {c.q_lora_rank, d}, true);
-    add(p + "attn.q_norm.weight", {c.q_lora_rank}, false);
-    add(p + "attn.wq_b.weight", {H * D, c.q_lora_rank}, true);
-    add(p + "attn.wkv.weight", {D, d}, true);
-    add(p + "attn.kv_norm.weight", {D}, false);
-    add(p + "attn.wo_a.weight", {c.o_groups * c.o_lora_rank, H * D / c.o_groups}, true);
-    add(p + "attn.wo_b.weight", {d, c.o_groups * c.o_lora_rank}, true);
+    add_block_core(add, c, p);
     add(p + "ffn.gate.weight", {E, d}, true);
     add(p + "ffn.gate.bias", {E}, false);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string ep = p + "ffn.experts." + std::to_string(e) + ".";
-      add(ep + "w1.weight", {I, d}, true);
-      add(ep + "w2.weight", {d, I}, true);
-      add(ep + "w3.weight", {I, d}, true);
-    }
+    add_routed_experts(add, p, E, I, c.hidden);
     add(p + "ffn.shared_experts.w1.weight", {SI, d}, true);
     add(p + "ffn.shared_experts.w2.weight", {d, SI}, true);
     add(p + "ffn.shared_experts.w3.weight", {SI, d}, true);
