@@ -7,22 +7,9 @@
 # time-boxed so the whole call stays under 9 minutes (sum of the boxes: 530 s with the defaults).
 # PARITY_S: the parity box (default 50 s); PEER=0 skips the peer (PEER_FILE: reuse a peer.json).
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
+source tools/device/common.sh
 REV=${GIT_REV:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
-log() { echo "== $* ($(date +%T))"; }
-{
-  log "device"; nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used --format=csv
-  nvcc --version | tail -1
-} 2>&1 | tee "$OUT/env.txt"
-J=$(nproc)
-log "googletest (box 40 s)"
-timeout 40 bash -c "cmake -S .device-deps/googletest -B /tmp/gtb -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-  -DCMAKE_INSTALL_PREFIX=/tmp/gt > /tmp/gt.log 2>&1 && ninja -C /tmp/gtb install >> /tmp/gt.log 2>&1" \
-  || { tail -30 /tmp/gt.log; exit 1; }
-log "configure + build (box 160 s: bench 100, tests 40)"
-timeout 20 cmake -S tools/device -B /tmp/bd -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH=/tmp/gt \
-  > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+log "build (box 100 s bench + TESTS_BUILD_S tests)"
 TESTS=$(ninja -C /tmp/bd -t targets all | grep -oE '^cuda_[a-z0-9_]+_test:' | tr -d ':' | sort -u | tr '\n' ' ')
 echo "tests: $TESTS"
 timeout 100 ninja -C /tmp/bd -j"$J" cuda_model_bench >> "$OUT/build.log" 2>&1  # the bench first

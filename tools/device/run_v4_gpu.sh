@@ -5,21 +5,8 @@
 # repository root on the GPU machine with .device-deps carried (tools/device/prepare.sh). Every
 # part is time-boxed (sum of the boxes: 400 s); logs in $OUT.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-log() { echo "== $* ($(date +%T))"; }
-{
-  log "device"; nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv
-  nvcc --version | tail -1; nproc
-} 2>&1 | tee "$OUT/env.txt"
-J=$(nproc)
-log "googletest (box 40 s)"
-timeout 40 bash -c "cmake -S .device-deps/googletest -B /tmp/gtb -G Ninja -DCMAKE_BUILD_TYPE=Release -DBUILD_GMOCK=OFF \
-  -DCMAKE_INSTALL_PREFIX=/tmp/gt > /tmp/gt.log 2>&1 && ninja -C /tmp/gtb install >> /tmp/gt.log 2>&1" \
-  || { tail -30 /tmp/gt.log; exit 1; }
-log "configure + build (box 20 + 150 s)"
-timeout 20 cmake -S tools/device -B /tmp/bd -G Ninja -DCMAKE_CUDA_ARCHITECTURES=90a -DCMAKE_PREFIX_PATH=/tmp/gt \
-  > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+source tools/device/common.sh
+log "build"
 timeout 150 ninja -C /tmp/bd -j"$J" -k 0 cuda_v4_model_test cuda_model_bench_test >> "$OUT/build.log" 2>&1
 BUILD_RC=$?
 grep -E "error|FAILED" "$OUT/build.log" | head -20
