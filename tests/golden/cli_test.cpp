@@ -2,6 +2,8 @@
 // log-probabilities; `generate` reproduces its greedy continuation; `inspect` reports the
 // inventory and state sizes.
 #include <gtest/gtest.h>
+#include <cstdio>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
@@ -16,15 +18,19 @@
 namespace deepinfer {
 namespace {
 
+// Runs a shell command, its stdout + stderr captured in a file of this process (ctest runs the
+// tests of this binary as parallel processes: a shared path would mix their outputs).
 int run(const std::string& cmd, std::string* out = nullptr) {
-  const std::string full = cmd + " > /tmp/deepinfer-cli-out.txt 2>&1";
+  const std::string path = "/tmp/deepinfer-cli-out-" + std::to_string(::getpid()) + ".txt";
+  const std::string full = cmd + " > " + path + " 2>&1";
   const int rc = std::system(full.c_str());
   if (out) {
-    std::ifstream in("/tmp/deepinfer-cli-out.txt");
+    std::ifstream in(path);
     std::stringstream ss;
     ss << in.rdbuf();
     *out = ss.str();
   }
+  std::remove(path.c_str());
   return WEXITSTATUS(rc);
 }
 
