@@ -128,6 +128,7 @@ class Engine final : public EngineClient {
   void admit();
   void preempt_to_fit();
   void finish(Sequence& s, const std::string& reason, std::optional<std::string> stop);
+  void fail(Sequence& s, Status error);
   void publish_stats();
 
   EngineOptions opts_;
@@ -224,6 +225,15 @@ void Engine::finish(Sequence& s, const std::string& reason, std::optional<std::s
   }
 }
 
+// The request's stream gets the error, then the sequence finishes with reason "error".
+void Engine::fail(Sequence& s, Status error) {
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::kError;
+  ev.error = std::move(error);
+  s.ctx->stream->push(std::move(ev));
+  finish(s, "error", std::nullopt);
+}
+
 void Engine::admit() {
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < opts_.sched.max_running) {
     Sequence& s = *waiting_.front();
@@ -241,11 +251,7 @@ void Engine::admit() {
     }
     if (!s.state) {  // a device model out of memory: wait for running sequences to free theirs
       if (!running_.empty()) break;
-      StreamEvent ev;
-      ev.kind = StreamEvent::Kind::kError;
-      ev.error = Status::resource_exhausted("the model has no memory for this sequence's state");
-      s.ctx->stream->push(std::move(ev));
-      finish(s, "error", std::nullopt);
+      fail(s, Status::resource_exhausted("the model has no memory for this sequence's state"));
       waiting_.pop_front();
       continue;
     }
@@ -359,13 +365,7 @@ bool Engine::step() {
   cost_.observe(static_cast<double>(plan.total), token_ctx, std::chrono::duration<double>(Clock::now() - t0).count());
   if (!st.is_ok()) {
     DI_LOG(Error, "forward failed: %s", st.to_string().c_str());
-    for (Sequence* s : members) {
-      StreamEvent ev;
-      ev.kind = StreamEvent::Kind::kError;
-      ev.error = st;
-      s->ctx->stream->push(std::move(ev));
-      finish(*s, "error", std::nullopt);
-    }
+    for (Sequence* s : members) fail(*s, st);
     return false;
   }
   const int64_t V = info_.vocab_size;
