@@ -69,49 +69,36 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     }
     return Status::ok();
   }
-  if (c_.numerics.batch_invariant) return linear_bf16_fixed_rows(x, x_bf16, M, W, r0, rows, y);
-  // bf16 GEMM (cuBLASLt): always at least kBf16MinRows rows, so small M always finds a plan; the
-  // pad rows' outputs are dropped.
-  const int64_t Mp = std::max(M, kBf16MinRows);
-  const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
-  const uint16_t* x16 = static_cast<const uint16_t*>(x);
-  if (!x_bf16 || Mp != M) {
-    DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, Mp * K));
-    if (x_bf16) {
-      DI_CUDA_TRY(dc::copy_device_to_device(xb, x, static_cast<size_t>(M * K) * 2));
-    } else {
-      DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x), M, K, xb, K));
-    }
-    x16 = xb;
-  }
-  DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
-  float* yo = y;
-  if (Mp != M) {
-    DI_ASSIGN_OR_RETURN(yo, buf<float>(kYPad, Mp * rows));
-  }
-  DI_CUDA_TRY(dc::bf16_linear_lt(x16, Mp, wp, rows, K, yo, false, ws));
-  if (yo != y) DI_CUDA_TRY(dc::copy_device_to_device(y, yo, static_cast<size_t>(M * rows) * 4));
-  return Status::ok();
+  return linear_bf16(x, x_bf16, M, W, r0, rows, y);
 }
 
-// Batch-invariant bf16 GEMM: calls of exactly kBiRows rows (the last one padded), so cuBLASLt sees
-// one shape and picks one algorithm whatever M is; a row's result depends on its own values only.
-Status Forward::linear_bf16_fixed_rows(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0,
-                                       int64_t rows, float* y) {
+// bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
+// always finds a plan), or in batch-invariant mode exactly kBiRows per call, so cuBLASLt sees one
+// shape and picks one algorithm whatever M is. A short call is padded; pad rows' outputs dropped.
+Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
+                            float* y) {
   const int64_t K = W.k;
+  const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
   const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
-  DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, kBiRows * K));
-  DI_ASSIGN_OR_RETURN(float* yo, buf<float>(kYPad, kBiRows * rows));
   DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
-  for (int64_t m0 = 0; m0 < M; m0 += kBiRows) {
-    const int64_t m = std::min(kBiRows, M - m0);
-    if (x_bf16) {
-      DI_CUDA_TRY(dc::copy_device_to_device(xb, static_cast<const uint16_t*>(x) + m0 * K, static_cast<size_t>(m * K) * 2));
-    } else {
-      DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K));
+  for (int64_t m0 = 0; m0 < M; m0 += call) {
+    const int64_t m = std::min(call, M - m0);
+    const uint16_t* xc = static_cast<const uint16_t*>(x) + m0 * K;  // used as is when bf16 and full
+    if (!x_bf16 || m != call) {
+      DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, call * K));
+      if (x_bf16) {
+        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2));
+      } else {
+        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K));
+      }
+      xc = xb;
     }
-    DI_CUDA_TRY(dc::bf16_linear_lt(xb, kBiRows, wp, rows, K, yo, false, ws));
-    DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yo, static_cast<size_t>(m * rows) * 4));
+    float* yc = y + m0 * rows;
+    if (m != call) {
+      DI_ASSIGN_OR_RETURN(yc, buf<float>(kYPad, call * rows));
+    }
+    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws));
+    if (m != call) DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4));
   }
   return Status::ok();
 }

@@ -30,8 +30,7 @@ class Forward {
   struct Acts;
   struct SeqIdx;
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
-  Status linear_bf16_fixed_rows(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
-                                float* y);
+  Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
   Status linear(const float* x, int64_t M, const GpuLinear& W, float* y) { return linear(x, false, M, W, 0, W.n, y); }
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> batch, const std::vector<SeqIdx>& idx, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
