@@ -27,7 +27,21 @@ namespace deepinfer::cuda {
 /// RoPE on the last rope_dim dims at position (entry index * ratio) with inv_freq, and written
 /// as bf16 to entries row entry_base[b] + pos / ratio. round_mode as CompressorParams (0: none;
 /// 1: FP8 e4m3 per 64 on the nope dims; 2: Hadamard then FP4 per 32 on all dims).
+/// Sequence b's state at its own addresses (CompressorStepArgs::seq, a DEVICE array [batch]):
+/// open window [ratio, cw], overlap half [ratio, width] and entries [capacity, width], as in the
+/// slot layout above with slot 0 and entry_base 0 (entry e at entries + e * width).
+struct CompressorSeqPtrs {
+  float* buf_kv = nullptr;
+  float* buf_gate = nullptr;
+  float* prev_kv = nullptr;
+  float* prev_gate = nullptr;
+  uint16_t* entries = nullptr;
+};
+
 struct CompressorStepArgs {
+  /// When set, sequence b's state is at seq[b] (slot, entry_base, buf_*, prev_* and entries
+  /// below are ignored): one launch serves sequences whose states are separate allocations.
+  const CompressorSeqPtrs* seq = nullptr;
   const float* kv = nullptr;          // [T, cw]
   const float* gate = nullptr;        // [T, cw]
   const float* ape = nullptr;         // [ratio, cw]
@@ -62,6 +76,9 @@ struct IndexerArgs {
   const float* q = nullptr;
   const float* w = nullptr;
   const uint16_t* keys = nullptr;
+  /// When set (a DEVICE array [T]), token t's keys start at key_ptrs[t] instead of `keys`
+  /// (row key_ptrs[t] + (key_base[t] + e) * head_dim): sequences with separate allocations.
+  const uint16_t* const* key_ptrs = nullptr;
   const int64_t* key_base = nullptr;  // [T]
   const int32_t* n_visible = nullptr;  // [T]
   const int64_t* out_base = nullptr;  // [T] (the KV entries' row base of the same sequence)

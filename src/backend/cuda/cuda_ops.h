@@ -26,6 +26,24 @@ bool copy_to_device(void* dst, const void* src, size_t bytes);
 bool copy_to_host(void* dst, const void* src, size_t bytes);
 bool copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
 bool synchronize();
+/// Asynchronous copies on `stream` (host memory should be pinned: host_alloc_pinned).
+bool copy_to_device_async(void* dst, const void* src, size_t bytes, void* stream);
+bool copy_to_host_async(void* dst, const void* src, size_t bytes, void* stream);
+void* host_alloc_pinned(size_t bytes);  // nullptr on failure
+void host_free_pinned(void* p);
+/// A stream of its own (blocking with respect to the legacy stream); nullptr on failure.
+void* stream_create();
+void stream_destroy(void* stream);
+bool stream_synchronize(void* stream);
+
+// ---- CUDA graphs: the ops issued on `stream` between begin and end, replayed as one launch ----
+/// Starts capturing `stream` (thread-local mode: other threads may keep using the device).
+bool graph_begin_capture(void* stream);
+/// Ends the capture and instantiates it: the executable graph, or nullptr (last_error says why;
+/// the capture is always ended).
+void* graph_end_capture(void* stream);
+bool graph_launch(void* exec, void* stream);
+void graph_destroy(void* exec);
 /// Fills `bytes` of device memory with a deterministic pseudo-random byte pattern.
 bool fill_random_bytes(void* dst, size_t bytes, uint64_t seed, void* stream = nullptr);
 
@@ -90,6 +108,13 @@ struct DecodeAttnArgs {
   /// window_row0[b] .. window_row0[b] + n_window[b] - 1 of `window` seen as [R, 512] (the
   /// chunk's contiguous KV rows) instead of ring b. Same math, same split order.
   const int64_t* window_row0 = nullptr;  // [batch] (device) or null
+  /// Ring mode only, when set (DEVICE array [batch]): query b's ring is window_ptrs[b] [128, 512]
+  /// instead of window + b * 128 * 512. A ring holds position p at slot p % 128; its rows are
+  /// read in position order (pos[b] - n_window[b] + 1 .. pos[b]), the order of the prefill
+  /// mode's contiguous rows, so a token gets the same sums whichever mode computes it.
+  const uint16_t* const* window_ptrs = nullptr;
+  /// When set (DEVICE array [batch]): query b's compressed rows are entry_ptrs[b] + index * 512.
+  const uint16_t* const* entry_ptrs = nullptr;
   const int32_t* n_window = nullptr;  // [batch] (device)
   const uint16_t* entries = nullptr;  // [E, 512] bf16 compressed rows
   const int32_t* index = nullptr;     // [batch, index_stride] (device)

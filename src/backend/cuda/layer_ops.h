@@ -75,6 +75,10 @@ bool swiglu(const float* g, const float* u, int64_t ld, int64_t R, int64_t I, fl
 /// fp32 -> bf16 (round to nearest even), n elements; dst row r at dst + r * dst_ld (rows of `cols`).
 bool cast_f32_to_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_ld,
                       void* stream = nullptr);
+/// Decode's new K=V rows into the rings: rings[b][(pos[b] % window) * cols + c] = bf16(src[b * cols + c])
+/// for b < batch (rings: a DEVICE array of per-sequence ring pointers [window, cols] bf16).
+bool rows_to_rings(const float* src, int64_t batch, int64_t cols, uint16_t* const* rings, const int32_t* pos,
+                   int64_t window, void* stream = nullptr);
 /// out[b, a, c] = in[a, b, c] for elements of elem_bytes (2 or 4) bytes; c % 4 == 0 for 2-byte.
 bool swap01(const void* in, int64_t A, int64_t B, int64_t C, int elem_bytes, void* out, void* stream = nullptr);
 
