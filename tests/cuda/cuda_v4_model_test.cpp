@@ -108,18 +108,24 @@ class V4GpuModelTest : public ::testing::Test {
     auto bi = v4gpu::V4GpuModel::load(dir_->path, opt);
     ASSERT_TRUE(bi.is_ok()) << bi.status().message();
     bi_ = std::move(bi).value().release();
+    opt.numerics.batch_invariant = false;
+    auto eager = v4gpu::V4GpuModel::load(dir_->path, opt);
+    ASSERT_TRUE(eager.is_ok()) << eager.status().message();
+    eager_ = std::move(eager).value().release();
+    eager_->set_decode_graphs(false);
     const auto t2 = std::chrono::steady_clock::now();
     std::printf("synthetic checkpoint written in %.1f s, both models loaded in %.1f s (GPU weights %.0f MB)\n",
                 std::chrono::duration<double>(t1 - t0).count(), std::chrono::duration<double>(t2 - t1).count(),
                 gpu_->weight_bytes() / 1e6);
   }
   static void TearDownTestSuite() {
+    delete eager_;
     delete bi_;
     delete gpu_;
     delete cpu_;
     delete backend_;
     delete dir_;
-    bi_ = nullptr, gpu_ = nullptr, cpu_ = nullptr, backend_ = nullptr, dir_ = nullptr;
+    eager_ = nullptr, bi_ = nullptr, gpu_ = nullptr, cpu_ = nullptr, backend_ = nullptr, dir_ = nullptr;
   }
   void SetUp() override {
     if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
@@ -147,12 +153,14 @@ class V4GpuModelTest : public ::testing::Test {
   static v4::V4Model* cpu_;
   static v4gpu::V4GpuModel* gpu_;
   static v4gpu::V4GpuModel* bi_;  // the same weights, Numerics::batch_invariant
+  static v4gpu::V4GpuModel* eager_;  // the same weights and mode as gpu_, decode graphs off
 };
 TempDir* V4GpuModelTest::dir_ = nullptr;
 Backend* V4GpuModelTest::backend_ = nullptr;
 v4::V4Model* V4GpuModelTest::cpu_ = nullptr;
 v4gpu::V4GpuModel* V4GpuModelTest::gpu_ = nullptr;
 v4gpu::V4GpuModel* V4GpuModelTest::bi_ = nullptr;
+v4gpu::V4GpuModel* V4GpuModelTest::eager_ = nullptr;
 
 // Prefill 300 tokens (logits at every position), then 24 decode steps fed the CPU's argmax.
 TEST_F(V4GpuModelTest, PrefillAndDecodeMatchCpu) {
@@ -259,6 +267,41 @@ TEST_F(V4GpuModelTest, BatchedMatchesAloneBitwise) {
   const int32_t t[1] = {42};
   const Compare cl = compare(gpu_run(*snap, t, false), gpu_run(*a1, t, false), V());
   EXPECT_EQ(cl.max_abs, 0.0) << "clone() diverged from its original";
+}
+
+// Decode steps replayed from CUDA graphs give bitwise the eager steps: three sequences at
+// different lengths (one crossing an HCA entry boundary, 255 -> 256) decoded together for 10
+// steps by gpu_ (graphs: step 1 eager, step 2 captured, then replayed) and by eager_.
+TEST_F(V4GpuModelTest, DecodeGraphReplayMatchesEagerBitwise) {
+  const std::vector<int64_t> lens{250, 60, 131};
+  std::vector<std::unique_ptr<ModelState>> g, e;
+  for (size_t i = 0; i < lens.size(); ++i) {
+    const auto p = tokens(lens[i], 40 + i, V());
+    g.push_back(gpu_->new_state()), e.push_back(eager_->new_state());
+    const auto lg = gpu_run(*g.back(), p, false), le = gpu_run(*e.back(), p, false, eager_);
+    ASSERT_EQ(compare(lg, le, V()).max_abs, 0.0) << "prefill of sequence " << i;
+  }
+  const int64_t replays0 = gpu_->decode_graph_replays();
+  for (int step = 0; step < 10; ++step) {
+    std::vector<int32_t> tok(lens.size());
+    std::vector<ModelInput> bg, be;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      tok[i] = static_cast<int32_t>((7 * step + 13 * i + 1) % V());
+      bg.push_back({g[i].get(), std::span<const int32_t>(&tok[i], 1), false});
+      be.push_back({e[i].get(), std::span<const int32_t>(&tok[i], 1), false});
+    }
+    v4::ForwardOutput og, oe;
+    ASSERT_TRUE(gpu_->forward(bg, og).is_ok());
+    ASSERT_TRUE(eager_->forward(be, oe).is_ok());
+    const Compare c = compare(og.logits, oe.logits, V());
+    EXPECT_EQ(c.max_abs, 0.0) << "decode step " << step;
+  }
+  const int64_t replays = gpu_->decode_graph_replays() - replays0;
+  std::printf("decode graphs: %lld of 10 steps replayed, %lld graphs captured so far, eager model %lld\n",
+              static_cast<long long>(replays), static_cast<long long>(gpu_->decode_graphs_captured()),
+              static_cast<long long>(eager_->decode_graph_replays()));
+  EXPECT_GE(replays, 8);
+  EXPECT_EQ(eager_->decode_graph_replays(), 0);
 }
 
 // Bad input is an error, never a crash.

@@ -42,6 +42,59 @@ bool copy_device_to_device(void* dst, const void* src, size_t bytes, void* strea
                "copy_device_to_device");
 }
 bool synchronize() { return check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+bool copy_to_device_async(void* dst, const void* src, size_t bytes, void* stream) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, detail::as_stream(stream)),
+               "copy_to_device_async");
+}
+bool copy_to_host_async(void* dst, const void* src, size_t bytes, void* stream) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, detail::as_stream(stream)),
+               "copy_to_host_async");
+}
+void* host_alloc_pinned(size_t bytes) {
+  void* p = nullptr;
+  if (!check(cudaMallocHost(&p, bytes), "cudaMallocHost")) return nullptr;
+  return p;
+}
+void host_free_pinned(void* p) {
+  if (p) cudaFreeHost(p);
+}
+void* stream_create() {
+  cudaStream_t s = nullptr;
+  if (!check(cudaStreamCreate(&s), "cudaStreamCreate")) return nullptr;
+  return s;
+}
+void stream_destroy(void* stream) {
+  if (stream) cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+}
+bool stream_synchronize(void* stream) {
+  return check(cudaStreamSynchronize(detail::as_stream(stream)), "cudaStreamSynchronize");
+}
+
+bool graph_begin_capture(void* stream) {
+  return check(cudaStreamBeginCapture(detail::as_stream(stream), cudaStreamCaptureModeThreadLocal),
+               "cudaStreamBeginCapture");
+}
+void* graph_end_capture(void* stream) {
+  cudaGraph_t graph = nullptr;
+  const cudaError_t e = cudaStreamEndCapture(detail::as_stream(stream), &graph);
+  if (e != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    check(e, "cudaStreamEndCapture");
+    return nullptr;
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t ie = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (!check(ie, "cudaGraphInstantiate")) return nullptr;
+  return exec;
+}
+bool graph_launch(void* exec, void* stream) {
+  return check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), detail::as_stream(stream)), "cudaGraphLaunch");
+}
+void graph_destroy(void* exec) {
+  if (exec) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
 
 namespace {
 __global__ void fill_random_kernel(uint32_t* p, size_t words, uint64_t seed) {

@@ -42,6 +42,8 @@ Result<void*> Scratch::get(int slot, size_t bytes) {
   if (static_cast<size_t>(slot) >= bufs_.size()) bufs_.resize(slot + 1);
   DeviceBuffer& b = bufs_[slot];
   if (b.bytes() < bytes) {
+    if (frozen_) return Status::internal("workspace " + std::to_string(slot) + " would grow during a graph capture");
+    ++generation_;
     if (!cuda::synchronize()) return device_error("synchronize before growing a workspace");
     b.reset();
     // Round up so that slowly growing requests do not reallocate every call.

@@ -62,14 +62,20 @@ Status device_error(const std::string& what);
 
 /// Grow-only workspaces indexed by slot: get(slot, bytes) returns a buffer of at least `bytes`
 /// (reallocated, after a device sync, only when it must grow). A pointer stays valid until the
-/// same slot is asked for more.
+/// same slot is asked for more. While frozen (a graph capture is recording the pointers), a
+/// request that would grow a buffer is an error instead.
 class Scratch {
  public:
   Result<void*> get(int slot, size_t bytes);
   size_t bytes() const;
+  /// Counts reallocations: pointers handed out before a change may be stale.
+  uint64_t generation() const { return generation_; }
+  void set_frozen(bool on) { frozen_ = on; }
 
  private:
   std::vector<DeviceBuffer> bufs_;
+  uint64_t generation_ = 0;
+  bool frozen_ = false;
 };
 
 }  // namespace deepinfer::v4gpu

@@ -1,6 +1,7 @@
 #include "model/deepseek_v4_gpu/forward.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/layer_ops.h"
@@ -18,12 +19,13 @@ enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits,
+  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
 };
 
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
-constexpr int64_t kMoeChunk = 1024;
-constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows    // moe_build_groups takes T * k <= 8192
+constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
+constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
+constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 
 bool kernels_ok(bool ok, const char* what, Status& st) {
   if (!ok) st = Status::internal(std::string("CUDA: ") + what + " failed: " + kernels_error());
@@ -37,7 +39,8 @@ bool kernels_ok(bool ok, const char* what, Status& st) {
 
 }  // namespace
 
-/// Per-sequence index arrays (device), built once per forward, the same for every layer.
+/// Per-sequence index arrays (device) of a prefill chunk, built once per forward, the same for
+/// every layer.
 struct Forward::SeqIdx {
   int64_t o = 0, n = 0, p0 = 0;
   int64_t hca_stride = 1;
@@ -46,11 +49,15 @@ struct Forward::SeqIdx {
 };
 
 struct Forward::Acts {
-  int64_t T = 0, max_n = 0;
+  int64_t T = 0, max_n = 0, Nd = 0;  // rows, longest chunk, decoding sequences (rows 0..Nd-1)
   int32_t *ids, *pos;
   float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa, *oa2, *f, *h, *sg, *su, *sa, *sy;
   void* hcws;
   uint16_t *q16, *kv16, *ao, *operm;
+  // head
+  int64_t head_rows = 0;
+  std::vector<int64_t> head_off;  // first logits row of each run (processing order)
+  float* logits = nullptr;        // [head_rows, vocab] (device)
 };
 
 Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y) {
@@ -61,11 +68,11 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * K));
     DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * K / 128));
     DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kFp8Ws, std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
-    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs));
+    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, stream_));
     if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
-      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y));
+      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, stream_));
     } else {
-      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws));
+      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws, stream_));
     }
     return Status::ok();
   }
@@ -87,9 +94,9 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
     if (!x_bf16 || m != call) {
       DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, call * K));
       if (x_bf16) {
-        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2));
+        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2, stream_));
       } else {
-        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K));
+        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K, stream_));
       }
       xc = xb;
     }
@@ -97,8 +104,9 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
     if (m != call) {
       DI_ASSIGN_OR_RETURN(yc, buf<float>(kYPad, call * rows));
     }
-    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws));
-    if (m != call) DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4));
+    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws, stream_));
+    if (m != call)
+      DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4, stream_));
   }
   return Status::ok();
 }
@@ -106,40 +114,55 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
 namespace {
 
 // Copies ring rows of positions [p_begin, p_end) to dst rows 0.. (slot = p % window: at most two runs).
-Status ring_to_rows(const uint16_t* ring, int64_t window, int64_t D, int64_t p_begin, int64_t p_end, uint16_t* dst) {
+Status ring_to_rows(const uint16_t* ring, int64_t window, int64_t D, int64_t p_begin, int64_t p_end, uint16_t* dst,
+                    void* stream) {
   for (int64_t p = p_begin; p < p_end;) {
     const int64_t slot = p % window, run = std::min(p_end - p, window - slot);
-    DI_CUDA_TRY(dc::copy_device_to_device(dst + (p - p_begin) * D, ring + slot * D, static_cast<size_t>(run * D) * 2));
+    DI_CUDA_TRY(dc::copy_device_to_device(dst + (p - p_begin) * D, ring + slot * D, static_cast<size_t>(run * D) * 2,
+                                          stream));
     p += run;
   }
   return Status::ok();
 }
 
 // Writes rows of positions [p_begin, p_end) from src rows 0.. into the ring.
-Status rows_to_ring(const uint16_t* src, int64_t window, int64_t D, int64_t p_begin, int64_t p_end, uint16_t* ring) {
+Status rows_to_ring(const uint16_t* src, int64_t window, int64_t D, int64_t p_begin, int64_t p_end, uint16_t* ring,
+                    void* stream) {
   for (int64_t p = p_begin; p < p_end;) {
     const int64_t slot = p % window, run = std::min(p_end - p, window - slot);
-    DI_CUDA_TRY(dc::copy_device_to_device(ring + slot * D, src + (p - p_begin) * D, static_cast<size_t>(run * D) * 2));
+    DI_CUDA_TRY(dc::copy_device_to_device(ring + slot * D, src + (p - p_begin) * D, static_cast<size_t>(run * D) * 2,
+                                          stream));
     p += run;
   }
   return Status::ok();
 }
 
-dc::CompressorStepArgs compressor_args(const GpuCompressor& w, GpuCompressorState& s, const float* kv,
-                                       const float* gate, const float* inv_freq, int64_t rope_dim, float eps,
-                                       int round_mode, int32_t* zero32, int32_t* count, int32_t* pos0, int64_t* zero64,
-                                       int64_t n) {
+// The compressor's weights and step parameters; the caller sets the state and the per-sequence arrays.
+dc::CompressorStepArgs compressor_args(const GpuCompressor& w, const float* kv, const float* gate,
+                                       const float* inv_freq, int64_t rope_dim, float eps, int round_mode) {
   dc::CompressorStepArgs q;
   q.kv = kv, q.gate = gate, q.ape = w.ape.as<float>(), q.norm = w.norm.as<float>(), q.inv_freq = inv_freq;
+  q.ratio = static_cast<int32_t>(w.ratio), q.width = static_cast<int32_t>(w.width);
+  q.rope_dim = static_cast<int32_t>(rope_dim);
+  q.overlap = w.overlap, q.eps = eps, q.round_mode = round_mode;
+  return q;
+}
+
+// One sequence's chunk of n tokens, its state at its own addresses (slot 0, entry base 0).
+void set_one_sequence(dc::CompressorStepArgs& q, GpuCompressorState& s, int32_t* zero32, int32_t* count,
+                      int32_t* pos0, int64_t* zero64, int64_t n) {
   q.slot = zero32, q.tok_offset = zero32, q.count = count, q.pos0 = pos0, q.entry_base = zero64;
   q.buf_kv = s.buf_kv.as<float>(), q.buf_gate = s.buf_gate.as<float>();
   q.prev_kv = s.prev_kv.as<float>(), q.prev_gate = s.prev_gate.as<float>();
   q.entries = s.entries.as<uint16_t>();
   q.batch = 1, q.max_count = static_cast<int32_t>(n);
-  q.ratio = static_cast<int32_t>(w.ratio), q.width = static_cast<int32_t>(w.width);
-  q.rope_dim = static_cast<int32_t>(rope_dim);
-  q.overlap = w.overlap, q.eps = eps, q.round_mode = round_mode;
-  return q;
+}
+
+// Decode: Nd sequences of one token (row b = sequence b), states through the pointer table.
+void set_decode(dc::CompressorStepArgs& q, const dc::CompressorSeqPtrs* seq, const DecodeBatch& d, const int32_t* pos) {
+  q.seq = seq;
+  q.slot = d.zeros, q.tok_offset = d.iota, q.count = d.ones, q.pos0 = pos, q.entry_base = d.zero64;
+  q.batch = static_cast<int32_t>(d.n), q.max_count = 1;
 }
 
 }  // namespace
@@ -151,8 +174,9 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
   // Window rows: the W - 1 positions before the chunk (from the ring), then the chunk's own.
   DI_ASSIGN_OR_RETURN(uint16_t* kvrows, buf<uint16_t>(kKvRows, (W - 1 + a.max_n) * D));
   const int64_t first = std::max<int64_t>(0, si.p0 - (W - 1));
-  DI_TRY(ring_to_rows(S.ring.as<uint16_t>(), W, D, first, si.p0, kvrows + (first - (si.p0 - (W - 1))) * D));
-  DI_CUDA_TRY(dc::copy_device_to_device(kvrows + (W - 1) * D, a.kv16 + o * D, static_cast<size_t>(n * D) * 2));
+  DI_TRY(ring_to_rows(S.ring.as<uint16_t>(), W, D, first, si.p0, kvrows + (first - (si.p0 - (W - 1))) * D, stream_));
+  DI_CUDA_TRY(
+      dc::copy_device_to_device(kvrows + (W - 1) * D, a.kv16 + o * D, static_cast<size_t>(n * D) * 2, stream_));
 
   const int64_t nr = std::max(n, kBf16MinRows);
   if (L.has_compressor) {
@@ -161,8 +185,9 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
     DI_TRY(linear(a.xn + o * d, n, L.cmp.wkv, ckv));
     DI_TRY(linear(a.xn + o * d, n, L.cmp.wgate, cgate));
-    DI_CUDA_TRY(dc::compressor_step(compressor_args(L.cmp, S.kv, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps,
-                                                    rr ? 1 : 0, si.zero32, si.one_count, si.one_pos0, si.zero64, n)));
+    dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 1 : 0);
+    set_one_sequence(q, S.kv, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
+    DI_CUDA_TRY(dc::compressor_step(q, stream_));
   }
   dc::DecodeAttnArgs t;
   t.q = a.q16 + o * H * D, t.window = kvrows, t.window_row0 = si.row0, t.n_window = si.nwin;
@@ -179,9 +204,9 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kNIndex, a.max_n));
     DI_TRY(linear(a.xn + o * d, n, L.icmp.wkv, ikv));
     DI_TRY(linear(a.xn + o * d, n, L.icmp.wgate, igate));
-    DI_CUDA_TRY(dc::compressor_step(compressor_args(L.icmp, S.index, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim,
-                                                    eps, rr ? 2 : 0, si.zero32, si.one_count, si.one_pos0, si.zero64,
-                                                    n)));
+    dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 2 : 0);
+    set_one_sequence(q, S.index, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
+    DI_CUDA_TRY(dc::compressor_step(q, stream_));
     DI_TRY(linear(a.xn + o * d, n, L.weights_proj, widx));
     dc::IndexerArgs x;
     x.q = a.qidx + o * Hi * Di, x.w = widx, x.keys = S.index.entries.as<uint16_t>();
@@ -191,7 +216,7 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     x.heads = static_cast<int32_t>(Hi), x.head_dim = static_cast<int32_t>(Di), x.top_k = static_cast<int32_t>(K);
     x.index_stride = K;
     DI_ASSIGN_OR_RETURN(void* iws, scratch_.get(kIdxWs, std::max<size_t>(dc::indexer_workspace_bytes(x), 16)));
-    DI_CUDA_TRY(dc::indexer_select(x, iws));
+    DI_CUDA_TRY(dc::indexer_select(x, iws, stream_));
     t.index = index, t.n_index = n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
   } else if (L.has_compressor) {
     t.index = si.hca_idx, t.n_index = si.hca_n, t.index_stride = si.hca_stride;
@@ -201,48 +226,111 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
   }
   t.split_rows = (t.max_rows + 63) / 64 * 64;  // one split per query: no merge
   DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
-  DI_CUDA_TRY(dc::decode_attention(t, aws));
+  DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
   // The ring keeps the last W rows (after every query of the chunk has read the old ones).
   const int64_t keep = std::min(n, W);
-  DI_TRY(rows_to_ring(a.kv16 + (o + n - keep) * D, W, D, si.p0 + n - keep, si.p0 + n, S.ring.as<uint16_t>()));
+  DI_TRY(rows_to_ring(a.kv16 + (o + n - keep) * D, W, D, si.p0 + n - keep, si.p0 + n, S.ring.as<uint16_t>(), stream_));
   return Status::ok();
 }
 
-Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> batch, const std::vector<SeqIdx>& idx,
-                          Acts& a) {
+// The Nd decoding sequences (rows 0..Nd-1) of layer l in one launch per op. Each query reads its
+// ring in position order (the same rows and order as attention_seq's contiguous rows); in
+// batch-invariant mode with one split, so a token gets the same bits whichever path computes it.
+Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a) {
+  const int64_t Bd = dec.n, D = c_.head_dim, W = c_.window, d = c_.hidden;
+  const float eps = static_cast<float>(c_.rms_eps);
+  const bool rr = c_.numerics.reference_rounding;
+  const DecodeLayerPtrs& P = dec.layers[l];
+  DI_CUDA_TRY(dc::rows_to_rings(a.kv, Bd, D, P.rings, a.pos, W, stream_));  // position p at slot p % W
+  const int64_t nr = std::max(Bd, kBf16MinRows);
+  if (L.has_compressor) {
+    DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
+    DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
+    DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv));
+    DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate));
+    dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 1 : 0);
+    set_decode(q, P.kv, dec, a.pos);
+    DI_CUDA_TRY(dc::compressor_step(q, stream_));
+  }
+  dc::DecodeAttnArgs t;
+  t.q = a.q16, t.window_ptrs = P.rings, t.n_window = dec.nwin;
+  t.sink = L.sinks.as<float>(), t.pos = a.pos, t.inv_freq = L.inv_freq.as<float>(), t.out = a.ao;
+  t.batch = static_cast<int32_t>(Bd);
+  t.entry_ptrs = P.kv_entries;
+  if (L.has_indexer) {
+    const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim, K = c_.index_topk;
+    DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
+    DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
+    DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
+    DI_ASSIGN_OR_RETURN(int32_t* index, buf<int32_t>(kDIndex, Bd * K));
+    DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kDNIndex, Bd));
+    DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv));
+    DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate));
+    dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 2 : 0);
+    set_decode(q, P.index, dec, a.pos);
+    DI_CUDA_TRY(dc::compressor_step(q, stream_));
+    DI_TRY(linear(a.xn, Bd, L.weights_proj, widx));
+    dc::IndexerArgs x;
+    x.q = a.qidx, x.w = widx, x.key_ptrs = P.index_keys;
+    x.key_base = dec.zero64, x.n_visible = dec.nvis, x.out_base = dec.zero64, x.index = index, x.n_index = n_index;
+    x.tokens = static_cast<int32_t>(Bd);
+    x.max_visible = static_cast<int32_t>(dec.ctx / L.ratio);
+    x.heads = static_cast<int32_t>(Hi), x.head_dim = static_cast<int32_t>(Di), x.top_k = static_cast<int32_t>(K);
+    x.index_stride = K;
+    DI_ASSIGN_OR_RETURN(void* iws, scratch_.get(kIdxWs, std::max<size_t>(dc::indexer_workspace_bytes(x), 16)));
+    DI_CUDA_TRY(dc::indexer_select(x, iws, stream_));
+    t.index = index, t.n_index = n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
+  } else if (L.has_compressor) {
+    t.index = dec.hca_idx, t.n_index = dec.hca_n, t.index_stride = dec.hca_stride;
+    t.max_rows = static_cast<int32_t>(W + dec.hca_stride);
+  } else {
+    t.index = dec.swa_idx, t.n_index = dec.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
+  }
+  t.split_rows = c_.numerics.batch_invariant ? (t.max_rows + 63) / 64 * 64 : kDecodeSplit;
+  DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
+  DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
+  (void)d;
+  return Status::ok();
+}
+
+Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
+                          const DecodeBatch& dec, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, H = c_.num_heads, D = c_.head_dim, R = c_.rope_dim;
   const float eps = static_cast<float>(c_.rms_eps);
   const float hc_eps = static_cast<float>(c_.hc_eps);
   DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_attn.fn.as<float>(), L.hc_attn.base.as<float>(), L.hc_attn.scale.as<float>(),
-                         eps, hc_eps, static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, a.xin, a.hcws));
-  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn));
+                         eps, hc_eps, static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, a.xin, a.hcws,
+                         stream_));
+  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn, stream_));
   // q: wq_a, q_norm, wq_b, per-head RMS (unweighted), RoPE on the last R dims.
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa));
-  DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan));
+  DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan, stream_));
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
-  DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb));
+  DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb, stream_));
   DI_KERNEL_TRY(rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
-                          L.inv_freq.as<float>(), nullptr));
-  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D));
+                          L.inv_freq.as<float>(), stream_));
+  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
   // K=V row: wkv, kv_norm, RoPE.
   DI_TRY(linear(a.xn, T, L.wkv, a.kv));
-  DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv));
-  DI_KERNEL_TRY(rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), nullptr));
-  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D));
+  DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, stream_));
+  DI_KERNEL_TRY(rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), stream_));
+  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, stream_));
   if (L.has_indexer) {  // indexer queries: wq_b on the normed q-LoRA, RoPE (no norm)
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx));
     DI_KERNEL_TRY(rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
-                            L.inv_freq.as<float>(), nullptr));
+                            L.inv_freq.as<float>(), stream_));
   }
-  for (size_t s = 0; s < batch.size(); ++s) DI_TRY(attention_seq(L, batch[s].state->layer(l), idx[s], a));
+  if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
+  for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
+    DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
-  DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, a.operm));
+  DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, a.operm, stream_));
   for (int64_t g = 0; g < G; ++g) DI_TRY(linear(a.operm + g * T * gk, true, T, L.wo_a, g * OR, OR, a.oa + g * T * OR));
-  DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2));
+  DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2, stream_));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
-  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f));
+  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return Status::ok();
 }
 
@@ -253,12 +341,12 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   const float scaling = static_cast<float>(c_.routed_scaling);
   DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_ffn.fn.as<float>(), L.hc_ffn.base.as<float>(), L.hc_ffn.scale.as<float>(), eps,
                          static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
-                         a.xin, a.hcws));
-  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h));
+                         a.xin, a.hcws, stream_));
+  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h, stream_));
   // Shared expert (FP8): w1, w3, clamped SwiGLU, w2.
   DI_TRY(linear(a.h, T, L.sh_w1, a.sg));
   DI_TRY(linear(a.h, T, L.sh_w3, a.su));
-  DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa));
+  DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, stream_));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy));
   // Routed experts (MXFP4), in chunks of rows (moe_build_groups' limit).
   const int64_t Tm = std::min(T, kMoeChunk), Rm = Tm * k;
@@ -282,131 +370,76 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     const int gn = dc::moe_max_groups(n, k, E);
     const int mm = static_cast<int>(std::min<int64_t>(n, dc::moe_group_rows()));
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
-      DI_CUDA_TRY(dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts));
-      DI_KERNEL_TRY(hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, nullptr));
+      DI_CUDA_TRY(
+          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts, stream_));
+      DI_KERNEL_TRY(hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
     } else {
-      DI_CUDA_TRY(dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts));
+      DI_CUDA_TRY(
+          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
     }
-    DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2));
-    DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp));
-    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d));
-    DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap));
-    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I));
-    DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d));
+    DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_));
+    DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
+    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
+    DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
+    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
+    DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));
   }
-  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f));
+  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return Status::ok();
 }
 
-Status Forward::head(std::span<const SeqRun> batch, const std::vector<SeqIdx>& idx, Acts& a, std::vector<float>& logits,
-                     std::vector<int64_t>& row_offsets) {
+// Final mHC collapse, norm and head over each run's logits rows (the last token, or every token
+// of an all_logits run): the decode rows in one GEMM, each prefill chunk in its own (its rows
+// see one GEMM shape whatever else is in the batch).
+Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a) {
   const int64_t d = c_.hidden, n = c_.hc_mult, V = c_.vocab_size;
-  int64_t rows = 0;
-  row_offsets.clear();
-  for (size_t s = 0; s < batch.size(); ++s) {
-    row_offsets.push_back(rows);
-    rows += batch[s].all_logits ? idx[s].n : 1;
-  }
-  DI_ASSIGN_OR_RETURN(float* Xr, buf<float>(kXr, rows * n * d));
-  DI_ASSIGN_OR_RETURN(float* hin, buf<float>(kHin, rows * d));
-  DI_ASSIGN_OR_RETURN(float* hn, buf<float>(kHn, rows * d));
-  DI_ASSIGN_OR_RETURN(float* out, buf<float>(kLogits, rows * V));
-  for (size_t s = 0; s < batch.size(); ++s) {
+  DI_ASSIGN_OR_RETURN(float* Xr, buf<float>(kXr, a.head_rows * n * d));
+  DI_ASSIGN_OR_RETURN(float* hin, buf<float>(kHin, a.head_rows * d));
+  DI_ASSIGN_OR_RETURN(float* hn, buf<float>(kHn, a.head_rows * d));
+  DI_ASSIGN_OR_RETURN(a.logits, buf<float>(kLogits, a.head_rows * V));
+  if (a.Nd > 0)  // decode rows 0..Nd-1 are logits rows 0..Nd-1
+    DI_CUDA_TRY(dc::copy_device_to_device(Xr, a.X, static_cast<size_t>(a.Nd * n * d) * 4, stream_));
+  for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
     const SeqIdx& si = idx[s];
-    const int64_t r = batch[s].all_logits ? si.n : 1, first = si.o + si.n - r;
-    DI_CUDA_TRY(dc::copy_device_to_device(Xr + row_offsets[s] * n * d, a.X + first * n * d,
-                                          static_cast<size_t>(r * n * d) * 4));
+    const int64_t r = runs[s].all_logits ? si.n : 1, first = si.o + si.n - r;
+    DI_CUDA_TRY(dc::copy_device_to_device(Xr + a.head_off[s] * n * d, a.X + first * n * d,
+                                          static_cast<size_t>(r * n * d) * 4, stream_));
   }
   const float eps = static_cast<float>(c_.rms_eps);
-  DI_CUDA_TRY(dc::hc_pre(Xr, rows, d, w_.hc_head.fn.as<float>(), w_.hc_head.base.as<float>(),
+  DI_CUDA_TRY(dc::hc_pre(Xr, a.head_rows, d, w_.hc_head.fn.as<float>(), w_.hc_head.base.as<float>(),
                          w_.hc_head.scale.as<float>(), eps, static_cast<float>(c_.hc_eps),
-                         static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws));
-  DI_CUDA_TRY(dc::rms_norm(hin, rows, d, w_.norm.as<float>(), eps, hn));
-  for (size_t s = 0; s < batch.size(); ++s) {  // per sequence: its rows' GEMM shape is its own
-    const int64_t r = (s + 1 < batch.size() ? row_offsets[s + 1] : rows) - row_offsets[s];
-    DI_TRY(linear(hn + row_offsets[s] * d, r, w_.head, out + row_offsets[s] * V));
+                         static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws, stream_));
+  DI_CUDA_TRY(dc::rms_norm(hin, a.head_rows, d, w_.norm.as<float>(), eps, hn, stream_));
+  if (a.Nd > 0) DI_TRY(linear(hn, a.Nd, w_.head, a.logits));
+  for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
+    const int64_t r = (s + 1 < runs.size() ? a.head_off[s + 1] : a.head_rows) - a.head_off[s];
+    DI_TRY(linear(hn + a.head_off[s] * d, r, w_.head, a.logits + a.head_off[s] * V));
   }
-  logits.resize(static_cast<size_t>(rows * V));
-  DI_CUDA_TRY(dc::copy_to_host(logits.data(), out, logits.size() * 4));
   return Status::ok();
 }
 
-Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets) {
-  const int64_t d = c_.hidden, H = c_.num_heads, D = c_.head_dim, W = c_.window;
-  Acts a;
-  std::vector<int32_t> ids, pos;
-  for (const SeqRun& r : batch) {
-    a.max_n = std::max<int64_t>(a.max_n, static_cast<int64_t>(r.tokens.size()));
-    for (size_t i = 0; i < r.tokens.size(); ++i) {
-      ids.push_back(r.tokens[i]);
-      pos.push_back(static_cast<int32_t>(r.state->length() + static_cast<int64_t>(i)));
-    }
+// Everything a forward launches, from the uploaded inputs to the logits on the device: no host
+// synchronisation and, for a decode-only batch, nothing that depends on more than (Nd, context
+// bucket), so it can be captured as a graph.
+Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a) {
+  const int64_t d = c_.hidden, n = c_.hc_mult;
+  DI_CUDA_TRY(dc::embed_rows(w_.embed.as<uint16_t>(), c_.vocab_size, d, a.ids, a.T, a.e, nullptr, stream_));
+  DI_KERNEL_TRY(expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
+    DI_TRY(moe(w_.layers[l], a).with_context("layer " + std::to_string(l) + " moe"));
   }
-  const int64_t T = a.T = static_cast<int64_t>(ids.size());
+  return head(runs, idx, a);
+}
 
-  // Per-sequence index arrays, packed into one int32 and one int64 upload.
-  std::vector<int32_t> p32;
-  std::vector<int64_t> p64;
-  struct Off {
-    size_t nwin, nvis, hca_n, hca_idx, swa_idx, zeros, count, pos0, zero32, row0, zero64;
-  };
-  std::vector<Off> offs;
-  std::vector<SeqIdx> idx(batch.size());
-  int64_t o = 0;
-  for (size_t s = 0; s < batch.size(); ++s) {
-    SeqIdx& si = idx[s];
-    si.o = o, si.n = static_cast<int64_t>(batch[s].tokens.size()), si.p0 = batch[s].state->length();
-    si.hca_stride = std::max<int64_t>((si.p0 + si.n) / 128, 1);
-    Off f;
-    auto put32 = [&](size_t& at, int64_t count, auto value) {
-      at = p32.size();
-      for (int64_t i = 0; i < count; ++i) p32.push_back(static_cast<int32_t>(value(i)));
-    };
-    auto put64 = [&](size_t& at, int64_t count, auto value) {
-      at = p64.size();
-      for (int64_t i = 0; i < count; ++i) p64.push_back(value(i));
-    };
-    auto nwin = [&](int64_t i) { return std::min<int64_t>(si.p0 + i + 1, W); };
-    put32(f.nwin, si.n, nwin);
-    put32(f.nvis, si.n, [&](int64_t i) { return (si.p0 + i + 1) / 4; });
-    put32(f.hca_n, si.n, [&](int64_t i) { return (si.p0 + i + 1) / 128; });
-    put32(f.hca_idx, si.n * si.hca_stride, [&](int64_t i) {
-      const int64_t t = i / si.hca_stride, j = i % si.hca_stride;
-      return j < (si.p0 + t + 1) / 128 ? j : -1;
-    });
-    put32(f.swa_idx, si.n, [](int64_t) { return -1; });
-    put32(f.zeros, si.n, [](int64_t) { return 0; });
-    put32(f.count, 1, [&](int64_t) { return si.n; });
-    put32(f.pos0, 1, [&](int64_t) { return si.p0; });
-    put32(f.zero32, 1, [](int64_t) { return 0; });
-    put64(f.row0, si.n, [&](int64_t i) { return (W - 1) + i - (nwin(i) - 1); });
-    put64(f.zero64, si.n, [](int64_t) { return int64_t{0}; });
-    offs.push_back(f);
-    o += si.n;
-  }
-  DI_ASSIGN_OR_RETURN(int32_t* d32, buf<int32_t>(kI32Pack, static_cast<int64_t>(p32.size())));
-  DI_ASSIGN_OR_RETURN(int64_t* d64, buf<int64_t>(kI64Pack, static_cast<int64_t>(p64.size())));
-  DI_CUDA_TRY(dc::copy_to_device(d32, p32.data(), p32.size() * 4));
-  DI_CUDA_TRY(dc::copy_to_device(d64, p64.data(), p64.size() * 8));
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const Off& f = offs[s];
-    SeqIdx& si = idx[s];
-    si.nwin = d32 + f.nwin, si.nvis = d32 + f.nvis, si.hca_n = d32 + f.hca_n, si.hca_idx = d32 + f.hca_idx;
-    si.swa_idx = d32 + f.swa_idx, si.zeros = d32 + f.zeros, si.one_count = d32 + f.count, si.one_pos0 = d32 + f.pos0;
-    si.zero32 = d32 + f.zero32, si.row0 = d64 + f.row0, si.zero64 = d64 + f.zero64;
-  }
-
-  // Activations for T rows.
+Status Forward::alloc_acts(Acts& a) {
+  const int64_t T = a.T, d = c_.hidden, H = c_.num_heads, D = c_.head_dim;
   const int64_t n = c_.hc_mult, G = c_.o_groups, OR = c_.o_lora_rank, I = c_.moe_inter;
-  DI_ASSIGN_OR_RETURN(a.ids, buf<int32_t>(kIds, T));
-  DI_ASSIGN_OR_RETURN(a.pos, buf<int32_t>(kPos, T));
-  DI_CUDA_TRY(dc::copy_to_device(a.ids, ids.data(), ids.size() * 4));
-  DI_CUDA_TRY(dc::copy_to_device(a.pos, pos.data(), pos.size() * 4));
   DI_ASSIGN_OR_RETURN(a.e, buf<float>(kE, T * d));
   DI_ASSIGN_OR_RETURN(a.X, buf<float>(kX, T * n * d));
-  DI_ASSIGN_OR_RETURN(a.pre, buf<float>(kPre, T * n));
-  DI_ASSIGN_OR_RETURN(a.post, buf<float>(kPost, T * n));
-  DI_ASSIGN_OR_RETURN(a.comb, buf<float>(kComb, T * n * n));
+  DI_ASSIGN_OR_RETURN(a.pre, buf<float>(kPre, std::max(T, a.head_rows) * n));
+  DI_ASSIGN_OR_RETURN(a.post, buf<float>(kPost, std::max(T, a.head_rows) * n));
+  DI_ASSIGN_OR_RETURN(a.comb, buf<float>(kComb, std::max(T, a.head_rows) * n * n));
   DI_ASSIGN_OR_RETURN(a.hcws, scratch_.get(kHcWs, std::max<size_t>(dc::hc_pre_workspace_bytes(T, d), 16)));
   DI_ASSIGN_OR_RETURN(a.xin, buf<float>(kXin, T * d));
   DI_ASSIGN_OR_RETURN(a.xn, buf<float>(kXn, T * d));
@@ -427,15 +460,157 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
   DI_ASSIGN_OR_RETURN(a.su, buf<float>(kSu, T * I));
   DI_ASSIGN_OR_RETURN(a.sa, buf<float>(kSa, T * I));
   DI_ASSIGN_OR_RETURN(a.sy, buf<float>(kSy, T * d));
+  return Status::ok();
+}
 
-  DI_CUDA_TRY(dc::embed_rows(w_.embed.as<uint16_t>(), c_.vocab_size, d, a.ids, T, a.e));
-  DI_KERNEL_TRY(expand_streams(a.e, T, d, static_cast<int>(n), a.X, nullptr));
-  for (size_t l = 0; l < w_.layers.size(); ++l) {
-    DI_TRY(attention(w_.layers[l], l, batch, idx, a).with_context("layer " + std::to_string(l) + " attention"));
-    DI_TRY(moe(w_.layers[l], a).with_context("layer " + std::to_string(l) + " moe"));
+Forward::~Forward() {
+  drop_graphs();
+  if (stream_) dc::stream_destroy(stream_);
+}
+
+void Forward::set_graphs(bool on) {
+  graphs_on_ = on;
+  if (!on) drop_graphs();
+}
+
+void Forward::drop_graphs() {
+  for (auto& [key, exec] : graphs_) dc::graph_destroy(exec);
+  graphs_.clear();
+  seen_.clear();
+}
+
+Status Forward::ensure_stream() {
+  if (stream_) return Status::ok();
+  stream_ = dc::stream_create();
+  if (!stream_) return device_error("stream_create");
+  return Status::ok();
+}
+
+Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets) {
+  DI_TRY(ensure_stream());
+  const int64_t W = c_.window;
+  // Processing order: the decoding sequences (one token) first, as rows 0..Nd-1.
+  std::vector<size_t> order;
+  for (size_t s = 0; s < batch.size(); ++s)
+    if (batch[s].tokens.size() == 1) order.push_back(s);
+  Acts a;
+  a.Nd = static_cast<int64_t>(order.size());
+  for (size_t s = 0; s < batch.size(); ++s)
+    if (batch[s].tokens.size() != 1) order.push_back(s);
+  std::vector<SeqRun> runs;
+  for (size_t i : order) runs.push_back(batch[i]);
+  for (const SeqRun& r : runs) {
+    a.head_off.push_back(a.head_rows);
+    a.head_rows += r.all_logits ? static_cast<int64_t>(r.tokens.size()) : 1;
+    a.T += static_cast<int64_t>(r.tokens.size());
+    a.max_n = std::max<int64_t>(a.max_n, static_cast<int64_t>(r.tokens.size()));
   }
-  DI_TRY(head(batch, idx, a, logits, row_offsets));
-  for (const SeqRun& r : batch) r.state->advance(static_cast<int64_t>(r.tokens.size()));
+
+  // Every input in one block: ids, positions, each prefill chunk's index arrays, the decode part.
+  HostPack pack;
+  const size_t ids_off = pack.add<int32_t>(static_cast<size_t>(a.T));
+  const size_t pos_off = pack.add<int32_t>(static_cast<size_t>(a.T));
+  {
+    int64_t row = 0;
+    for (const SeqRun& r : runs)
+      for (size_t i = 0; i < r.tokens.size(); ++i, ++row) {
+        pack.at<int32_t>(ids_off)[row] = r.tokens[i];
+        pack.at<int32_t>(pos_off)[row] = static_cast<int32_t>(r.state->length() + static_cast<int64_t>(i));
+      }
+  }
+  struct Off {
+    size_t nwin, nvis, hca_n, hca_idx, swa_idx, zeros, count, pos0, zero32, row0, zero64;
+  };
+  std::vector<Off> offs(runs.size());
+  std::vector<SeqIdx> idx(runs.size());
+  int64_t o = a.Nd;
+  for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
+    SeqIdx& si = idx[s];
+    Off& f = offs[s];
+    si.o = o, si.n = static_cast<int64_t>(runs[s].tokens.size()), si.p0 = runs[s].state->length();
+    si.hca_stride = std::max<int64_t>((si.p0 + si.n) / 128, 1);
+    const size_t n = static_cast<size_t>(si.n);
+    auto nwin = [&](int64_t i) { return std::min<int64_t>(si.p0 + i + 1, W); };
+    f.nwin = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>(nwin(i)); });
+    f.nvis = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 4); });
+    f.hca_n = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 128); });
+    f.hca_idx = pack.fill<int32_t>(n * static_cast<size_t>(si.hca_stride), [&](int64_t i) {
+      const int64_t t = i / si.hca_stride, j = i % si.hca_stride;
+      return static_cast<int32_t>(j < (si.p0 + t + 1) / 128 ? j : -1);
+    });
+    f.swa_idx = pack.fill<int32_t>(n, [](int64_t) { return -1; });
+    f.zeros = pack.fill<int32_t>(n, [](int64_t) { return 0; });
+    f.count = pack.fill<int32_t>(1, [&](int64_t) { return static_cast<int32_t>(si.n); });
+    f.pos0 = pack.fill<int32_t>(1, [&](int64_t) { return static_cast<int32_t>(si.p0); });
+    f.zero32 = pack.fill<int32_t>(1, [](int64_t) { return 0; });
+    f.row0 = pack.fill<int64_t>(n, [&](int64_t i) { return (W - 1) + i - (nwin(i) - 1); });
+    f.zero64 = pack.fill<int64_t>(n, [](int64_t) { return int64_t{0}; });
+    o += si.n;
+  }
+  DecodeInputs din;
+  if (a.Nd > 0) DI_TRY(din.plan(std::span<const SeqRun>(runs).first(static_cast<size_t>(a.Nd)), c_, pack));
+  DI_ASSIGN_OR_RETURN(uint8_t* dev, buf<uint8_t>(kInputs, static_cast<int64_t>(pack.size())));
+  DI_CUDA_TRY(dc::copy_to_device(dev, pack.data(), pack.size()));
+  a.ids = reinterpret_cast<int32_t*>(dev + ids_off);
+  a.pos = reinterpret_cast<int32_t*>(dev + pos_off);
+  for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
+    const Off& f = offs[s];
+    SeqIdx& si = idx[s];
+    auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(dev + off); };
+    auto i64 = [&](size_t off) { return reinterpret_cast<int64_t*>(dev + off); };
+    si.nwin = i32(f.nwin), si.nvis = i32(f.nvis), si.hca_n = i32(f.hca_n), si.hca_idx = i32(f.hca_idx);
+    si.swa_idx = i32(f.swa_idx), si.zeros = i32(f.zeros), si.one_count = i32(f.count), si.one_pos0 = i32(f.pos0);
+    si.zero32 = i32(f.zero32), si.row0 = i64(f.row0), si.zero64 = i64(f.zero64);
+  }
+  const DecodeBatch dec = a.Nd > 0 ? din.resolve(dev) : DecodeBatch{};
+  DI_TRY(alloc_acts(a));
+
+  // A decode-only batch replays its shape's graph (captured the second time the shape is seen).
+  const bool graph = graphs_on_ && a.Nd == static_cast<int64_t>(runs.size());
+  if (scratch_.generation() != graph_generation_) {  // a workspace moved: the graphs point at freed memory
+    drop_graphs();
+    graph_generation_ = scratch_.generation();
+  }
+  const std::pair<int64_t, int64_t> key{a.Nd, dec.ctx};
+  auto it = graph ? graphs_.find(key) : graphs_.end();
+  if (it == graphs_.end() && graph && seen_[key] > 0) {
+    if (graphs_.size() >= 64) drop_graphs();
+    scratch_.set_frozen(true);
+    Status st = dc::graph_begin_capture(stream_) ? body(runs, idx, dec, a) : device_error("graph_begin_capture");
+    void* exec = dc::graph_end_capture(stream_);
+    scratch_.set_frozen(false);
+    if (st.is_ok() && exec) {
+      it = graphs_.emplace(key, exec).first;
+      ++graphs_captured_;
+    } else if (exec) {
+      dc::graph_destroy(exec);
+    }
+  }
+  if (it != graphs_.end()) {
+    DI_CUDA_TRY(dc::graph_launch(it->second, stream_));
+    ++graph_replays_;
+  } else {
+    DI_TRY(body(runs, idx, dec, a));
+    if (graph) ++seen_[key];
+  }
+
+  // Logits back in the batch's order (one copy, then rows regrouped on the host).
+  const int64_t V = c_.vocab_size;
+  std::vector<float> host(static_cast<size_t>(a.head_rows * V));
+  DI_CUDA_TRY(dc::copy_to_host(host.data(), a.logits, host.size() * 4));
+  logits.resize(host.size());
+  row_offsets.assign(batch.size(), 0);
+  int64_t at = 0;
+  for (size_t s = 0; s < batch.size(); ++s) {
+    row_offsets[s] = at;
+    at += batch[s].all_logits ? static_cast<int64_t>(batch[s].tokens.size()) : 1;
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const int64_t rows = (i + 1 < runs.size() ? a.head_off[i + 1] : a.head_rows) - a.head_off[i];
+    std::memcpy(logits.data() + row_offsets[order[i]] * V, host.data() + a.head_off[i] * V,
+                static_cast<size_t>(rows * V) * 4);
+  }
+  for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
   return Status::ok();
 }
 

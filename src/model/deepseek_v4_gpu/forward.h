@@ -1,51 +1,74 @@
 // Forward: one ragged V4 forward on the device (see gpu_model.h for the batching rules), with the
-// workspaces it keeps between calls. Internal to the GPU model.
+// workspaces, the stream and the decode graphs it keeps between calls. Internal to the GPU model.
+//
+// A batch is processed with its decoding sequences (one token each) first, as rows 0..Nd-1: their
+// stateful attention work runs as ONE launch per op over all of them (per-sequence state reached
+// through device pointer tables, decode_inputs.h), then each prefill chunk runs its own. A batch of
+// decoding sequences only is replayed from a CUDA graph captured for its shape (Nd and a context
+// bucket) the second time that shape is seen; the first time runs eagerly and sizes the workspaces.
 #pragma once
 
 #include <algorithm>
+#include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4_gpu/decode_inputs.h"
 #include "model/deepseek_v4_gpu/device_buffer.h"
 #include "model/deepseek_v4_gpu/gpu_state.h"
 #include "model/deepseek_v4_gpu/gpu_weights.h"
 
 namespace deepinfer::v4gpu {
 
-struct SeqRun {
-  GpuSequenceState* state = nullptr;
-  std::span<const int32_t> tokens;
-  bool all_logits = false;
-};
-
 class Forward {
  public:
   Forward(const v4::V4Config& c, const GpuWeights& w) : c_(c), w_(w) {}
-  /// Runs the batch, advances the states, writes logits [rows, vocab] and row_offsets.
+  ~Forward();
+  Forward(const Forward&) = delete;
+  Forward& operator=(const Forward&) = delete;
+  /// Runs the batch, advances the states, writes logits [rows, vocab] and row_offsets (both in
+  /// the batch's order).
   Status run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets);
   size_t workspace_bytes() const { return scratch_.bytes(); }
+  /// Decode graphs on (default) or off (every step eager; for tests and profiling).
+  void set_graphs(bool on);
+  /// Steps replayed from a graph so far, and graphs captured.
+  int64_t graph_replays() const { return graph_replays_; }
+  int64_t graphs_captured() const { return graphs_captured_; }
 
  private:
   struct Acts;
   struct SeqIdx;
+  Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
   Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
   Status linear(const float* x, int64_t M, const GpuLinear& W, float* y) { return linear(x, false, M, W, 0, W.n, y); }
-  Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> batch, const std::vector<SeqIdx>& idx, Acts& a);
+  Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
+                   const DecodeBatch& dec, Acts& a);
+  Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
   Status moe(const GpuLayer& L, Acts& a);
-  Status head(std::span<const SeqRun> batch, const std::vector<SeqIdx>& idx, Acts& a, std::vector<float>& logits,
-              std::vector<int64_t>& row_offsets);
+  Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
+  Status alloc_acts(Acts& a);
   template <class T>
   Result<T*> buf(int slot, int64_t count) {
     DI_ASSIGN_OR_RETURN(void* p, scratch_.get(slot, static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(T)));
     return static_cast<T*>(p);
   }
+  Status ensure_stream();
+  void drop_graphs();
 
   const v4::V4Config& c_;
   const GpuWeights& w_;
   Scratch scratch_;
+  void* stream_ = nullptr;
+  bool graphs_on_ = true;
+  std::map<std::pair<int64_t, int64_t>, void*> graphs_;  // (Nd, context bucket) -> executable graph
+  std::map<std::pair<int64_t, int64_t>, int> seen_;      // shapes run eagerly so far
+  uint64_t graph_generation_ = 0;                        // scratch_.generation() the graphs were captured at
+  int64_t graph_replays_ = 0, graphs_captured_ = 0;
 };
 
 }  // namespace deepinfer::v4gpu
