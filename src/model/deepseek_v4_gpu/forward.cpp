@@ -6,6 +6,7 @@
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/model_ops.h"
+#include "core/log.h"
 #include "model/deepseek_v4_gpu/kernels.h"
 
 namespace deepinfer::v4gpu {
@@ -573,7 +574,7 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
   }
   const std::pair<int64_t, int64_t> key{a.Nd, dec.ctx};
   auto it = graph ? graphs_.find(key) : graphs_.end();
-  if (it == graphs_.end() && graph && seen_[key] > 0) {
+  if (it == graphs_.end() && graph && seen_[key] > 0 && !uncapturable_.count(key)) {
     if (graphs_.size() >= 64) drop_graphs();
     scratch_.set_frozen(true);
     Status st = dc::graph_begin_capture(stream_) ? body(runs, idx, dec, a) : device_error("graph_begin_capture");
@@ -582,8 +583,12 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     if (st.is_ok() && exec) {
       it = graphs_.emplace(key, exec).first;
       ++graphs_captured_;
-    } else if (exec) {
-      dc::graph_destroy(exec);
+    } else {  // this shape runs eagerly from now on
+      if (exec) dc::graph_destroy(exec);
+      uncapturable_.insert(key);
+      const std::string why = st.is_ok() ? dc::last_error() : std::string(st.message());
+      DI_LOG(Warn, "CUDA graph capture of a %lld-sequence decode step failed (%s); running it eagerly",
+             static_cast<long long>(a.Nd), why.c_str());
     }
   }
   if (it != graphs_.end()) {
@@ -594,21 +599,28 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     if (graph) ++seen_[key];
   }
 
-  // Logits back in the batch's order (one copy, then rows regrouped on the host).
+  // Logits back in the batch's order: one copy when the processing order is the batch's,
+  // else one copy and the rows regrouped on the host.
   const int64_t V = c_.vocab_size;
-  std::vector<float> host(static_cast<size_t>(a.head_rows * V));
-  DI_CUDA_TRY(dc::copy_to_host(host.data(), a.logits, host.size() * 4));
-  logits.resize(host.size());
   row_offsets.assign(batch.size(), 0);
   int64_t at = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     row_offsets[s] = at;
     at += batch[s].all_logits ? static_cast<int64_t>(batch[s].tokens.size()) : 1;
   }
-  for (size_t i = 0; i < runs.size(); ++i) {
-    const int64_t rows = (i + 1 < runs.size() ? a.head_off[i + 1] : a.head_rows) - a.head_off[i];
-    std::memcpy(logits.data() + row_offsets[order[i]] * V, host.data() + a.head_off[i] * V,
-                static_cast<size_t>(rows * V) * 4);
+  logits.resize(static_cast<size_t>(a.head_rows * V));
+  bool same_order = true;
+  for (size_t i = 0; i < order.size(); ++i) same_order = same_order && order[i] == i;
+  if (same_order) {
+    DI_CUDA_TRY(dc::copy_to_host(logits.data(), a.logits, logits.size() * 4));
+  } else {
+    std::vector<float> host(logits.size());
+    DI_CUDA_TRY(dc::copy_to_host(host.data(), a.logits, host.size() * 4));
+    for (size_t i = 0; i < runs.size(); ++i) {
+      const int64_t rows = (i + 1 < runs.size() ? a.head_off[i + 1] : a.head_rows) - a.head_off[i];
+      std::memcpy(logits.data() + row_offsets[order[i]] * V, host.data() + a.head_off[i] * V,
+                  static_cast<size_t>(rows * V) * 4);
+    }
   }
   for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
   return Status::ok();

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <span>
 #include <utility>
 #include <vector>
@@ -67,6 +68,7 @@ class Forward {
   bool graphs_on_ = true;
   std::map<std::pair<int64_t, int64_t>, void*> graphs_;  // (Nd, context bucket) -> executable graph
   std::map<std::pair<int64_t, int64_t>, int> seen_;      // shapes run eagerly so far
+  std::set<std::pair<int64_t, int64_t>> uncapturable_;   // shapes whose capture failed
   uint64_t graph_generation_ = 0;                        // scratch_.generation() the graphs were captured at
   int64_t graph_replays_ = 0, graphs_captured_ = 0;
 };
