@@ -5,12 +5,16 @@
 //   decode_attention vs a float64 reference on the same bf16 q / K rows: 1e-2 (bf16 P before PV
 //     and the bf16 output; measured values are printed); every output element written (poisoned
 //     first); a sequence's output bitwise equal alone and in a batch of 8;
-//   prefill mode (window_row0): bitwise equal to the ring mode on the same rows, 1e-2 vs the
-//     reference, a batch past the 65535 grid rows equal to its slices; the 8192-query speed printed.
+//   prefill mode (window_row0): bitwise equal to the ring mode on the same rows (rings read in
+//     position order, wrapped or not), 1e-2 vs the reference, a batch past the 65535 grid rows
+//     equal to its slices; the 8192-query speed printed;
+//   ring mode with per-sequence pointer tables (window_ptrs, entry_ptrs): bitwise equal to the
+//     contiguous ring and shared entries; one split's output independent of split_rows.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <numeric>
 
 #include "backend/backend.h"
@@ -190,11 +194,28 @@ void ref_attention(const AttnBatch& a, int b, const std::vector<float>& inv_freq
   }
 }
 
+// The rings as the kernel reads them: AttnBatch::ring holds sequence b's window rows in position
+// order (row j = position pos - nw + 1 + j, the reference's order); a ring holds position p at slot
+// p % 128. Slots outside the window hold NaN, so reading one poisons the output.
+std::vector<uint16_t> ring_slots(const AttnBatch& a) {
+  std::vector<uint16_t> r(a.ring.size(), 0x7fc0);
+  for (int b = 0; b < a.B; ++b) {
+    const int nw = std::min(a.nw[b], kRing);
+    for (int j = 0; j < nw; ++j) {
+      const int slot = ((a.pos[b] - nw + 1 + j) % kRing + kRing) % kRing;
+      std::copy_n(a.ring.begin() + (size_t(b) * kRing + j) * kD, kD, r.begin() + (size_t(b) * kRing + slot) * kD);
+    }
+  }
+  return r;
+}
+
 struct AttnDev {
+  std::vector<uint16_t> ring_host;  // ring_slots(a)
   Dev q, ring, entries, idx, nw, ni, pos, sink, freq, out;
   AttnDev(const AttnBatch& a, const std::vector<float>& f)
-      : q(a.q.data(), a.q.size() * 2),
-        ring(a.ring.data(), a.ring.size() * 2),
+      : ring_host(ring_slots(a)),
+        q(a.q.data(), a.q.size() * 2),
+        ring(ring_host.data(), ring_host.size() * 2),
         entries(a.entries.data(), a.entries.size() * 2),
         idx(a.idx.data(), a.idx.size() * 4),
         nw(a.nw.data(), a.nw.size() * 4),
@@ -205,10 +226,10 @@ struct AttnDev {
         out(size_t(a.B) * kH * kD * 2) {}
 };
 
-// Runs the kernel (output poisoned first) and returns the bf16 output. With `rows` / `row0`, the
-// window rows come from rows[row0[b] + i] (prefill mode) instead of the ring.
-std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
-                                    const Dev* row0 = nullptr) {
+// Arguments of the batch (ring mode); with `rows` / `row0`, the window rows come from
+// rows[row0[b] + i] (prefill mode) instead of the ring.
+dc::DecodeAttnArgs attn_args(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
+                             const Dev* row0 = nullptr) {
   dc::DecodeAttnArgs args;
   args.q = d.q.as<uint16_t>();
   args.window = rows ? rows->as<uint16_t>() : d.ring.as<uint16_t>();
@@ -225,12 +246,22 @@ std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_ro
   args.batch = a.B;
   args.max_rows = kRing + a.stride;
   args.split_rows = split_rows;
+  return args;
+}
+
+// Runs the kernel (output poisoned first) and returns the bf16 output.
+std::vector<uint16_t> run_args(const AttnBatch& a, AttnDev& d, const dc::DecodeAttnArgs& args) {
   std::vector<uint16_t> poison(size_t(a.B) * kH * kD, 0xffff);
   EXPECT_TRUE(dc::copy_to_device(d.out.p, poison.data(), poison.size() * 2));
   Dev ws(dc::decode_attention_workspace_bytes(args));
   EXPECT_TRUE(dc::decode_attention(args, ws.p)) << dc::last_error();
   EXPECT_TRUE(dc::synchronize()) << dc::last_error();
   return download<uint16_t>(d.out, poison.size());
+}
+
+std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
+                                    const Dev* row0 = nullptr) {
+  return run_args(a, d, attn_args(a, d, split_rows, rows, row0));
 }
 
 TEST(CudaAttention, DecodeMatchesReference) {
@@ -293,7 +324,9 @@ int64_t first_mismatch(const std::vector<uint16_t>& x, const std::vector<uint16_
 }
 
 // Query b's window = rows row0[b] .. row0[b] + nw[b] - 1 of a chunk of R contiguous rows: the
-// output equals the ring mode on the same rows bit for bit, and the float64 reference.
+// output equals the ring mode on the same rows (the ring holding them at slots position % 128)
+// bit for bit, and the float64 reference. Positions past the window (the ring has wrapped) and
+// before it (a sequence's first 128 tokens, pos = nw - 1); split 1024 is one split for every query.
 TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(23);
@@ -307,6 +340,14 @@ TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
     rows.push_back({nw, ni});
   }
   AttnBatch a = make_batch(rows, E, rng, 2.f);
+  int before = 0, past = 0;
+  for (int b = 0; b < B; ++b) {
+    if (b % 4 == 3) a.pos[b] = a.nw[b] - 1;
+    if (a.pos[b] < kRing && b % 4 != 3) a.pos[b] += kRing;  // past the window unless chosen otherwise
+    (a.pos[b] < kRing ? before : past)++;
+  }
+  ASSERT_GT(before, 0);
+  ASSERT_GT(past, 0);
   const auto chunk = to_bf16(randn(size_t(R) * kD, rng));
   std::vector<int64_t> row0(B);
   for (int b = 0; b < B; ++b) {
@@ -337,6 +378,56 @@ TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
     std::printf("prefill split=%-4d %d queries: bitwise == ring mode: %s; worst rel_l2 vs reference %.2e\n", split, B,
                 bad < 0 ? "yes" : "NO", worst);
   }
+}
+
+// Per-sequence pointer tables (ring mode): query b's ring at window_ptrs[b] and its compressed rows
+// at entry_ptrs[b] (separate allocations; window / entries null) give bitwise the output of the
+// contiguous [B, 128, 512] ring and shared entries, for several splits. A single split's output does
+// not depend on split_rows (two sizes above every query's rows: bitwise equal).
+TEST(CudaAttention, RingPointerTablesMatchContiguous) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(26);
+  const auto freq = inv_freq_table();
+  const std::vector<std::pair<int, int>> rows = {{5, 0}, {128, 512}, {128, 300}, {77, 1000}, {128, 0}, {1, 7}};
+  const int E = 1500;
+  AttnBatch a = make_batch(rows, E, rng, 2.f);
+  a.pos[0] = 4, a.pos[5] = 0, a.pos[2] = 300;  // before the window (not wrapped) and just past it
+  AttnDev d(a, freq);
+  std::vector<std::unique_ptr<Dev>> rings, ents;
+  std::vector<const uint16_t*> ring_ptrs, entry_ptrs;
+  for (int b = 0; b < a.B; ++b) {
+    rings.push_back(std::make_unique<Dev>(d.ring_host.data() + size_t(b) * kRing * kD, size_t(kRing) * kD * 2));
+    ring_ptrs.push_back(rings.back()->as<uint16_t>());
+    // sequence b's entries at row offset 3b of its own buffer (rows before: NaN)
+    const int off = 3 * b;
+    std::vector<uint16_t> e(size_t(E + off) * kD, 0x7fc0);
+    std::copy(a.entries.begin(), a.entries.end(), e.begin() + size_t(off) * kD);
+    ents.push_back(std::make_unique<Dev>(e.data(), e.size() * 2));
+    entry_ptrs.push_back(ents.back()->as<uint16_t>() + size_t(off) * kD);
+  }
+  Dev dring_ptrs(ring_ptrs.data(), ring_ptrs.size() * sizeof(void*));
+  Dev dentry_ptrs(entry_ptrs.data(), entry_ptrs.size() * sizeof(void*));
+  std::vector<float> ref(size_t(a.B) * kH * kD);
+  for (int b = 0; b < a.B; ++b) ref_attention(a, b, freq, ref.data() + size_t(b) * kH * kD);
+  for (int split : {64, 256, 1088}) {
+    const auto contiguous = run_attention(a, d, split);
+    dc::DecodeAttnArgs args = attn_args(a, d, split);
+    args.window = nullptr, args.entries = nullptr;
+    args.window_ptrs = dring_ptrs.as<const uint16_t* const>();
+    args.entry_ptrs = dentry_ptrs.as<const uint16_t* const>();
+    const auto tables = run_args(a, d, args);
+    const int64_t bad = first_mismatch(contiguous, tables);
+    EXPECT_EQ(bad, -1) << "split " << split << ": pointer tables differ first at element " << bad << " (query "
+                       << bad / (kH * kD) << ")";
+    std::vector<float> y(tables.size());
+    for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(tables[i]);
+    const double e = rel_l2(y, ref);
+    EXPECT_LT(e, 1e-2) << "split " << split;
+    std::printf("attn pointer tables split=%-4d: bitwise == contiguous ring: %s; rel_l2 vs reference %.2e\n", split,
+                bad < 0 ? "yes" : "NO", e);
+  }
+  const auto one_a = run_attention(a, d, 1088), one_b = run_attention(a, d, 4096);
+  EXPECT_EQ(first_mismatch(one_a, one_b), -1) << "one split: the output depends on split_rows";
 }
 
 // Device-side data of a prefill batch: q [B, 64, 512] and chunk rows random on the device, query b's

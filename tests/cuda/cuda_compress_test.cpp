@@ -11,6 +11,8 @@
 // equal to the CPU's except entries whose CPU score is within 1e-4 relative of the CPU's k-th
 // score, or of the scores' rms where the k-th is near 0 (the GPU's q is bf16 hi + lo, ~2^-17
 // relative), counted and printed; ascending order, out_base offsets, n_index, -1 padding exact.
+// Per-sequence pointer tables (CompressorStepArgs::seq, IndexerArgs::key_ptrs): bitwise equal to
+// the slot layout / shared key buffer (entries, open window, overlap half; scores, selection).
 // Timing prints (no assertion): indexer 4096 queries x 8192 entries, compressor prefill 8192 tokens.
 // Skips without a device.
 #include <cuda_runtime.h>
@@ -255,6 +257,147 @@ TEST(CudaCompress, RejectsBadArguments) {
   EXPECT_FALSE(dc::indexer_select(ia, nullptr));
 }
 
+// CompressorStepArgs::seq: sequences whose states are separate allocations (one launch through the
+// pointer table; slot / entry_base / the slot buffers null) give bitwise the slot layout's entries,
+// open window and overlap half after every step: multi-token steps, decode steps (count 1) and a
+// sequence sitting some steps out (so table entry b is not sequence b).
+TEST(CudaCompress, SeqPointerTablesMatchSlotLayout) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(61);
+  for (const CompCase& c : {kCases[0], kCases[2], kCases[3], kCases[5]}) {
+    const int R = c.ratio, W = c.width, rope_dim = 64, cw = (c.overlap ? 2 : 1) * W, S = 3;
+    const std::vector<int64_t> lens = R == 4 ? std::vector<int64_t>{41, 23, 60} : std::vector<int64_t>{300, 140, 390};
+    const std::vector<int64_t> first = R == 4 ? std::vector<int64_t>{6, 3, 0} : std::vector<int64_t>{130, 127, 0};
+    const std::vector<int64_t> multi = R == 4 ? std::vector<int64_t>{5, 2, 9} : std::vector<int64_t>{40, 129, 7};
+    auto count_of = [&](int s, int k) -> int64_t {
+      if (k == 0) return first[s];
+      if (s == 2 && k % 5 == 1) return 0;  // sits out
+      return k % 7 == 3 ? multi[s] : 1;
+    };
+    std::vector<std::vector<float>> kv_all, gate_all;
+    for (int s = 0; s < S; ++s) {
+      kv_all.push_back(randn(lens[s] * cw, rng));
+      gate_all.push_back(randn(lens[s] * cw, rng, 1.5f));
+    }
+    std::vector<float> norm = randn(W, rng, 0.2f);
+    for (auto& x : norm) x += 1.f;
+    const auto ape = randn(size_t(R) * cw, rng, 0.5f);
+    std::vector<float> freq(rope_dim / 2);
+    for (int i = 0; i < rope_dim / 2; ++i) freq[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / rope_dim));
+    auto dape = upload(ape), dnorm = upload(norm), dfreq = upload(freq);
+    // slot layout: slots permuted, entry rows offset per sequence
+    const std::vector<int32_t> slot_of{2, 0, 1};
+    const int64_t cap = lens[2] / R + 3;  // rows per sequence (every sequence's entries fit)
+    std::vector<int64_t> base_of{5 + 2 * cap, 5, 5 + cap};
+    const int64_t rows = 5 + S * cap;
+    const auto init_buf = randn(size_t(S) * R * cw, rng), init_prev = randn(size_t(S) * R * W, rng);
+    std::vector<uint16_t> init_ent(rows * W);
+    for (auto& v : init_ent) v = to_bf16(std::normal_distribution<float>()(rng));
+    Dev buf_kv(init_buf.data(), init_buf.size() * 4), buf_gate(init_buf.data(), init_buf.size() * 4);
+    Dev prev_kv(init_prev.data(), init_prev.size() * 4), prev_gate(init_prev.data(), init_prev.size() * 4);
+    Dev entries(init_ent.data(), init_ent.size() * 2);
+    // separate allocations with the same initial contents
+    std::vector<std::unique_ptr<Dev>> own;
+    std::vector<dc::CompressorSeqPtrs> ptrs(S);
+    for (int s = 0; s < S; ++s) {
+      const float* b0 = init_buf.data() + size_t(slot_of[s]) * R * cw;
+      const float* p0 = init_prev.data() + size_t(slot_of[s]) * R * W;
+      own.push_back(std::make_unique<Dev>(b0, size_t(R) * cw * 4));
+      ptrs[s].buf_kv = own.back()->as<float>();
+      own.push_back(std::make_unique<Dev>(b0, size_t(R) * cw * 4));
+      ptrs[s].buf_gate = own.back()->as<float>();
+      if (c.overlap) {
+        own.push_back(std::make_unique<Dev>(p0, size_t(R) * W * 4));
+        ptrs[s].prev_kv = own.back()->as<float>();
+        own.push_back(std::make_unique<Dev>(p0, size_t(R) * W * 4));
+        ptrs[s].prev_gate = own.back()->as<float>();
+      }
+      own.push_back(std::make_unique<Dev>(init_ent.data() + base_of[s] * W, size_t(cap) * W * 2));
+      ptrs[s].entries = own.back()->as<uint16_t>();
+    }
+    std::vector<int64_t> done(S, 0);
+    int steps = 0, multi_steps = 0;
+    int64_t bad = 0;
+    for (int k = 0;; ++k) {
+      std::vector<int32_t> slot, tok_offset, count, pos0;
+      std::vector<int64_t> entry_base;
+      std::vector<dc::CompressorSeqPtrs> table;
+      std::vector<float> kv, gate;
+      int32_t max_count = 0;
+      for (int s = 0; s < S; ++s) {
+        const int64_t n = std::min(count_of(s, k), lens[s] - done[s]);
+        if (n <= 0) continue;
+        slot.push_back(slot_of[s]), entry_base.push_back(base_of[s]), table.push_back(ptrs[s]);
+        tok_offset.push_back(static_cast<int32_t>(kv.size() / cw));
+        count.push_back(static_cast<int32_t>(n));
+        pos0.push_back(static_cast<int32_t>(done[s]));
+        kv.insert(kv.end(), kv_all[s].begin() + done[s] * cw, kv_all[s].begin() + (done[s] + n) * cw);
+        gate.insert(gate.end(), gate_all[s].begin() + done[s] * cw, gate_all[s].begin() + (done[s] + n) * cw);
+        max_count = std::max<int32_t>(max_count, static_cast<int32_t>(n));
+        done[s] += n;
+      }
+      if (slot.empty()) {
+        bool all = true;
+        for (int s = 0; s < S; ++s) all &= done[s] == lens[s];
+        if (all) break;
+        continue;
+      }
+      ++steps;
+      multi_steps += max_count > 1;
+      auto dkv = upload(kv), dgate = upload(gate), dslot = upload(slot), doff = upload(tok_offset),
+           dcount = upload(count), dpos = upload(pos0), dbase = upload(entry_base), dtable = upload(table);
+      dc::CompressorStepArgs a;
+      a.kv = dkv->as<float>(), a.gate = dgate->as<float>(), a.ape = dape->as<float>(), a.norm = dnorm->as<float>();
+      a.inv_freq = dfreq->as<float>(), a.tok_offset = doff->as<int32_t>(), a.count = dcount->as<int32_t>();
+      a.pos0 = dpos->as<int32_t>(), a.batch = static_cast<int32_t>(slot.size()), a.max_count = max_count;
+      a.ratio = R, a.width = W, a.rope_dim = rope_dim, a.overlap = c.overlap, a.eps = 1e-6f;
+      a.round_mode = c.round_mode;
+      dc::CompressorStepArgs t = a;  // pointer tables: the slot-layout fields stay null
+      t.seq = dtable->as<dc::CompressorSeqPtrs>();
+      a.slot = dslot->as<int32_t>(), a.entry_base = dbase->as<int64_t>();
+      a.buf_kv = buf_kv.as<float>(), a.buf_gate = buf_gate.as<float>();
+      a.prev_kv = prev_kv.as<float>(), a.prev_gate = prev_gate.as<float>();
+      a.entries = entries.as<uint16_t>();
+      ASSERT_TRUE(dc::compressor_step(a)) << dc::last_error();
+      ASSERT_TRUE(dc::compressor_step(t)) << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const size_t nb = size_t(S) * R * cw, np = size_t(S) * R * W;
+      const auto sb_kv = download<float>(buf_kv, nb), sb_g = download<float>(buf_gate, nb);
+      const auto sp_kv = download<float>(prev_kv, np), sp_g = download<float>(prev_gate, np);
+      const auto sent = download<uint16_t>(entries, rows * W);
+      for (int s = 0; s < S; ++s) {
+        auto same = [&](const auto& slot_arr, size_t off, const void* dev, size_t n, const char* what) {
+          using T = typename std::decay_t<decltype(slot_arr)>::value_type;
+          std::vector<T> got(n);
+          EXPECT_TRUE(dc::copy_to_host(got.data(), dev, n * sizeof(T)));
+          if (std::memcmp(got.data(), slot_arr.data() + off, n * sizeof(T)) != 0) {
+            if (bad++ < 5)
+              ADD_FAILURE() << c.name << " step " << steps << " seq " << s << ": " << what
+                            << " differs from the slot layout";
+          }
+        };
+        same(sb_kv, size_t(slot_of[s]) * R * cw, ptrs[s].buf_kv, size_t(R) * cw, "buf_kv");
+        same(sb_g, size_t(slot_of[s]) * R * cw, ptrs[s].buf_gate, size_t(R) * cw, "buf_gate");
+        if (c.overlap) {
+          same(sp_kv, size_t(slot_of[s]) * R * W, ptrs[s].prev_kv, size_t(R) * W, "prev_kv");
+          same(sp_g, size_t(slot_of[s]) * R * W, ptrs[s].prev_gate, size_t(R) * W, "prev_gate");
+        }
+        same(sent, size_t(base_of[s]) * W, ptrs[s].entries, size_t(cap) * W, "entries");
+      }
+    }
+    // the slot run itself wrote entries (the comparison is not between two untouched buffers)
+    const auto sent = download<uint16_t>(entries, rows * W);
+    int64_t changed = 0;
+    for (size_t i = 0; i < sent.size(); ++i) changed += sent[i] != init_ent[i];
+    std::printf("compressor %s pointer tables: %d steps (%d multi-token), %lld entry values written, "
+                "%lld differences\n",
+                c.name, steps, multi_steps, static_cast<long long>(changed), static_cast<long long>(bad));
+    EXPECT_EQ(bad, 0) << c.name;
+    EXPECT_GT(multi_steps, 0);
+    EXPECT_GT(changed, int64_t{W} * (lens[0] / R + lens[1] / R + lens[2] / R) / 2);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Indexer
 
@@ -391,6 +534,68 @@ TEST(CudaCompress, IndexerMatchesCpu) {
   std::vector<IdxQuery> dup;
   for (int i = 0; i < 6; ++i) dup.push_back({0, 700 + 900 * i});
   run_indexer_case("duplicate keys", dup, 1, 6000, 1500, rng);
+}
+
+// IndexerArgs::key_ptrs: each sequence's keys in an allocation of its own (keys null; key_base[t]
+// still added) give bitwise the shared-buffer run's scores, selection and n_index.
+TEST(CudaCompress, IndexerKeyPointersMatchKeyBase) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(62);
+  const int H = 64, D = 128, K = 512, n_seqs = 3;
+  const int64_t per_seq = 5000, stride = K + 4;
+  const std::vector<int> seq_of{0, 1, 2, 0, 1, 2, 1, 0};
+  const std::vector<int32_t> nvis{0, 100, 512, 600, 1500, 3000, 4999, 2048};
+  const std::vector<int64_t> lead{0, 7, 2};  // sequence s's own buffer: lead[s] rows before its keys
+  const int T = static_cast<int>(seq_of.size());
+  std::vector<uint16_t> kb(size_t(n_seqs) * per_seq * D);
+  for (auto& x : kb) x = to_bf16(std::normal_distribution<float>()(rng));
+  const auto q = randn(size_t(T) * H * D, rng), w = randn(size_t(T) * H, rng);
+  std::vector<int64_t> key_base(T), own_base(T), out_base(T);
+  std::vector<std::unique_ptr<Dev>> own;
+  std::vector<const uint16_t*> own_ptr(n_seqs), key_ptrs(T);
+  for (int s = 0; s < n_seqs; ++s) {
+    std::vector<uint16_t> buf(size_t(lead[s] + per_seq) * D, 0x7fc0);  // NaN before the keys
+    std::copy_n(kb.begin() + size_t(s) * per_seq * D, size_t(per_seq) * D, buf.begin() + lead[s] * D);
+    own.push_back(upload(buf));
+    own_ptr[s] = own.back()->as<uint16_t>();
+  }
+  for (int t = 0; t < T; ++t) {
+    key_base[t] = seq_of[t] * per_seq, own_base[t] = lead[seq_of[t]], out_base[t] = 100 + seq_of[t] * 10000;
+    key_ptrs[t] = own_ptr[seq_of[t]];
+  }
+  const int32_t max_visible = *std::max_element(nvis.begin(), nvis.end());
+  auto dq = upload(q), dw = upload(w), dk = upload(kb), dkb = upload(key_base), dob = upload(own_base),
+       dout = upload(out_base), dnv = upload(nvis), dptrs = upload(key_ptrs);
+  std::vector<int32_t> sentinel(size_t(T) * stride, 12345);
+  Dev i1(sentinel.data(), sentinel.size() * 4), i2(sentinel.data(), sentinel.size() * 4), n1(T * 4), n2(T * 4);
+  dc::IndexerArgs a;
+  a.q = dq->as<float>(), a.w = dw->as<float>(), a.keys = dk->as<uint16_t>(), a.key_base = dkb->as<int64_t>();
+  a.n_visible = dnv->as<int32_t>(), a.out_base = dout->as<int64_t>(), a.index = i1.as<int32_t>();
+  a.n_index = n1.as<int32_t>(), a.tokens = T, a.max_visible = max_visible;
+  a.heads = H, a.head_dim = D, a.top_k = K, a.index_stride = stride;
+  Dev ws1(dc::indexer_workspace_bytes(a)), ws2(dc::indexer_workspace_bytes(a));
+  ASSERT_TRUE(dc::indexer_select(a, ws1.p)) << dc::last_error();
+  dc::IndexerArgs b = a;
+  b.keys = nullptr, b.key_ptrs = dptrs->as<const uint16_t* const>(), b.key_base = dob->as<int64_t>();
+  b.index = i2.as<int32_t>(), b.n_index = n2.as<int32_t>();
+  ASSERT_TRUE(dc::indexer_select(b, ws2.p)) << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  EXPECT_EQ(download<int32_t>(i1, size_t(T) * stride), download<int32_t>(i2, size_t(T) * stride));
+  EXPECT_EQ(download<int32_t>(n1, T), download<int32_t>(n2, T));
+  const auto s1 = download<float>(ws1, size_t(T) * max_visible), s2 = download<float>(ws2, size_t(T) * max_visible);
+  int64_t diff = 0, finite = 0;
+  for (int t = 0; t < T; ++t)
+    for (int e = 0; e < nvis[t]; ++e) {
+      const size_t i = size_t(t) * max_visible + e;
+      diff += std::memcmp(&s1[i], &s2[i], 4) != 0;
+      finite += std::isfinite(s2[i]);
+    }
+  int64_t total = 0;
+  for (int32_t n : nvis) total += n;
+  std::printf("indexer key_ptrs: %d queries, %lld scores, %lld differ from the key_base run, %lld finite\n", T,
+              static_cast<long long>(total), static_cast<long long>(diff), static_cast<long long>(finite));
+  EXPECT_EQ(diff, 0);
+  EXPECT_EQ(finite, total);
 }
 
 // Decode as the engine runs it: compressor_step and indexer_select captured once into a CUDA

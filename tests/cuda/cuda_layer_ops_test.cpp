@@ -5,7 +5,8 @@
 // weights max abs 1e-5; SwiGLU rel 1e-6; the MoE sublayer (MXFP4 experts, activations rounded
 // to fp16 by the GPU kernel) rel L2 2e-3. Row invariance: a token's mHC and routing outputs are
 // bitwise equal whether computed alone (T = 1, the decode kernels) or inside T = 7, 40, 300, 4100
-// (the prefill kernels). PrefillSpeed prints CUDA-event times (no assertion). Skips without a device.
+// (the prefill kernels). rows_to_rings exact (bf16 RNE into slot pos % window of each ring, nothing
+// else written). PrefillSpeed prints CUDA-event times (no assertion). Skips without a device.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -296,6 +297,39 @@ TEST(CudaLayerOps, SwigluMatchesHost) {
       ref[r * I + i] = g / (1.f + std::exp(-g)) * u;
     }
   EXPECT_LT(rel_l2(download<float>(da, R * I), ref), 1e-6);
+}
+
+// rows_to_rings: row b (fp32) lands as bf16 (round to nearest even, ties included) in ring b's slot
+// pos[b] % window; every other element of every ring stays as it was. Exact.
+TEST(CudaLayerOps, RowsToRingsExact) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(17);
+  const int64_t B = 4, C = 70, Wn = 5;
+  const std::vector<int32_t> pos{0, 7, 12, 131};  // slots 0, 2, 2, 1
+  auto src = randn(B * C, rng, 3.f);
+  src[1] = 1.00390625f;   // 1 + 2^-8: a tie, rounds to even (1.0)
+  src[2] = 1.01171875f;   // 1 + 3 * 2^-8: a tie, rounds to even (1 + 2^-6)
+  src[3] = -0.f;
+  std::vector<std::unique_ptr<Dev>> rings;
+  std::vector<uint16_t*> ptrs;
+  const std::vector<uint16_t> sentinel(Wn * C, 0xabcd);
+  for (int64_t b = 0; b < B; ++b) {
+    rings.push_back(std::make_unique<Dev>(sentinel.data(), sentinel.size() * 2));
+    ptrs.push_back(rings.back()->as<uint16_t>());
+  }
+  Dev dsrc(src.data(), src.size() * 4), dptrs(ptrs.data(), ptrs.size() * sizeof(uint16_t*)),
+      dpos(pos.data(), pos.size() * 4);
+  ASSERT_TRUE(dc::rows_to_rings(dsrc.as<float>(), B, C, dptrs.as<uint16_t* const>(), dpos.as<int32_t>(), Wn))
+      << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  for (int64_t b = 0; b < B; ++b) {
+    std::vector<uint16_t> want = sentinel;
+    for (int64_t c = 0; c < C; ++c) want[(pos[b] % Wn) * C + c] = to_bf16(src[b * C + c]);
+    const auto got = download<uint16_t>(*rings[b], Wn * C);
+    EXPECT_EQ(first_bit_mismatch(got, want), -1) << "ring " << b;
+  }
+  EXPECT_EQ(to_bf16(src[1]), 0x3f80);
+  EXPECT_EQ(to_bf16(src[2]), 0x3f82);
 }
 
 // The whole routed sublayer on the GPU (route, group, permute, grouped MXFP4 w1/w3, SwiGLU, w2,

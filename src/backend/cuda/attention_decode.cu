@@ -9,10 +9,14 @@
 // merges the splits in split order. Nothing depends on the batch, so a row's output is bitwise the
 // same in any batch. A single-split sequence is finished in the first kernel by the same function.
 //
-// Prefill (window_row0 set): "sequence" b is one query token whose window rows are contiguous rows
+// Ring mode: sequence b's ring (window + b * 128 rows, or window_ptrs[b]) holds position p at slot
+// p % 128 and is read in position order, row j = slot (pos[b] - nw + 1 + j) mod 128. Prefill
+// (window_row0 set): "sequence" b is one query token whose window rows are contiguous rows
 // window_row0[b].. of the chunk's KV rows instead of ring b; only the row address differs, so the
-// result is bitwise that of the ring mode on the same rows. Batches beyond the 65535 grid rows are
-// launched in slices (a row's result does not depend on its slice). For thousands of queries use
+// result is bitwise that of the ring mode on the same rows in the same (position) order.
+// Compressed rows: entries (shared) or entry_ptrs[b] (per sequence), row index[b][j]. Per-sequence
+// pointers are resolved once per block. Batches beyond the 65535 grid rows are launched in slices
+// (a row's result does not depend on its slice). For thousands of queries use
 // split_rows >= max_rows: one split per query needs no workspace (several need
 // batch * splits * 64 * 514 * 4 bytes, 2.2 GB for 8192 queries of 640 rows at split 512).
 //
@@ -131,10 +135,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (split >= nsplit) return;
   const int r0 = split * a.split_rows, r1 = min(total, r0 + a.split_rows);
   const int ntiles = max(1, (r1 - r0 + kTile - 1) / kTile);
-  const bf16* ring = reinterpret_cast<const bf16*>(a.window) +
-                    (a.window_row0 ? size_t(a.window_row0[b]) * kD : size_t(b) * kRing * kD);
-  const bf16* entries = reinterpret_cast<const bf16*>(a.entries);
+  // Window row g (< nw) is row ((g + w_first) & w_mask) of `ring`: prefill mode, contiguous rows
+  // (w_first 0, no wrap); ring mode, slot (pos - nw + 1 + g) mod 128 (position order).
+  const bf16* ring;
+  int w_first, w_mask;
+  if (a.window_row0) {
+    ring = reinterpret_cast<const bf16*>(a.window) + size_t(a.window_row0[b]) * kD;
+    w_first = 0, w_mask = -1;
+  } else {
+    ring = a.window_ptrs ? reinterpret_cast<const bf16*>(a.window_ptrs[b])
+                         : reinterpret_cast<const bf16*>(a.window) + size_t(b) * kRing * kD;
+    w_first = (a.pos[b] - nw + 1) & (kRing - 1), w_mask = kRing - 1;  // two's complement: a true mod
+  }
+  const bf16* entries = reinterpret_cast<const bf16*>(a.entry_ptrs ? a.entry_ptrs[b] : a.entries);
   const int32_t* idx = a.index + size_t(b) * a.index_stride;
+  const bf16* qb = reinterpret_cast<const bf16*>(a.q) + size_t(b) * kH * kD;
 
   // Tile loads: thread tid copies row tid/4 of the tile, 16-byte chunks (tid%4) + 4i. Its row's
   // source (a ring slot or an index lookup) is resolved one tile ahead, so the index load's
@@ -143,23 +158,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto row_src = [&](int t) -> const bf16* {
     const int g = r0 + t * kTile + lr;
     if (t >= ntiles || g >= r1) return nullptr;
-    if (g < nw) return ring + size_t(g) * kD;
+    if (g < nw) return ring + size_t((g + w_first) & w_mask) * kD;
     const int e = idx[g - nw];
     return e >= 0 ? entries + size_t(e) * kD : nullptr;
   };
   auto load_tile = [&](const bf16* src, int stage) {
     bf16* dst = sK + stage * kTile * kStride + lr * kStride;
-    const bf16* s = src ? src : ring;
+    const bf16* s = src ? src : qb;  // any valid address: nothing is read (zero-fill)
 #pragma unroll
     for (int i = 0; i < 16; ++i) cp_async16(dst + (lc + 4 * i) * 8, s + (lc + 4 * i) * 8, src != nullptr);
     if (lc == 0) sValid[stage * kTile + lr] = src != nullptr;
   };
 
   {
-    const bf16* q = reinterpret_cast<const bf16*>(a.q) + size_t(b) * kH * kD;
     for (int c = tid; c < kH * 64; c += kThreads) {
       const int h = c >> 6, ch = c & 63;
-      cp_async16(sQ + h * kStride + ch * 8, q + size_t(h) * kD + ch * 8, true);
+      cp_async16(sQ + h * kStride + ch * 8, qb + size_t(h) * kD + ch * 8, true);
     }
   }
   load_tile(row_src(0), 0);
@@ -339,10 +353,16 @@ size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
 
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   if (a.batch <= 0) return true;
-  if (!a.q || !a.window || !a.n_window || !a.n_index || !a.sink || !a.pos || !a.inv_freq || !a.out)
+  if (!a.q || !a.n_window || !a.n_index || !a.sink || !a.pos || !a.inv_freq || !a.out)
     return fail("decode_attention: null argument");
+  if (a.window_row0 ? !a.window : !a.window && !a.window_ptrs)
+    return fail("decode_attention: window rows need window (prefill mode: window and window_row0; ring mode: "
+                "window or window_ptrs)");
+  if (a.window_row0 && a.window_ptrs)
+    return fail("decode_attention: window_ptrs is for the ring mode only (no window_row0)");
   if (a.split_rows <= 0 || a.split_rows % kTile) return fail("decode_attention: split_rows must be a multiple of 64");
-  if (a.max_rows > kRing && (!a.index || !a.entries)) return fail("decode_attention: compressed rows need index+entries");
+  if (a.max_rows > kRing && (!a.index || (!a.entries && !a.entry_ptrs)))
+    return fail("decode_attention: compressed rows need index and entries (or entry_ptrs)");
   const int max_splits = host_max_splits(a);
   if (max_splits > 65535) return fail("decode_attention: too many splits");
   float* ws_o = static_cast<float*>(workspace);
@@ -357,7 +377,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   }
   DecodeAttnArgs args = a;
   if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
-  if (!args.entries) args.entries = args.window;
+  if (!args.entries) args.entries = args.window;  // read only through an index >= 0 (or entry_ptrs)
   constexpr int kMaxGridY = 65535;
   for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {
     const int nb = std::min(kMaxGridY, a.batch - b0);

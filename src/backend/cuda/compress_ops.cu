@@ -63,17 +63,35 @@ __device__ __forceinline__ float fp4_scale(float amax) { return pow2_ceil(fmaxf(
 
 constexpr int kMaxWidth = 1024;
 
+// Sequence b of a step, with its state's addresses resolved once (slot layout or the `seq`
+// pointer table): buf_* [ratio, cw], prev_* [ratio, width] (CSA), entries [.., width] at entry 0.
 struct SeqStep {
-  int slot, tok, pos0, end, wo, wn;  // wo: window open at the start; wn: open at the end
+  int tok, pos0, end, wo, wn;  // wo: window open at the start; wn: open at the end
+  float* buf_kv;
+  float* buf_gate;
+  float* prev_kv;
+  float* prev_gate;
+  uint16_t* entries;
 };
 __device__ __forceinline__ SeqStep seq_step(const CompressorStepArgs& a, int b) {
   SeqStep s;
-  s.slot = a.slot[b];
   s.tok = a.tok_offset[b];
   s.pos0 = a.pos0[b];
   s.end = s.pos0 + a.count[b];
   s.wo = s.pos0 / a.ratio;
   s.wn = s.end / a.ratio;
+  if (a.seq) {
+    const CompressorSeqPtrs p = a.seq[b];
+    s.buf_kv = p.buf_kv, s.buf_gate = p.buf_gate, s.prev_kv = p.prev_kv, s.prev_gate = p.prev_gate;
+    s.entries = p.entries;
+  } else {
+    const int64_t slot = a.slot[b], cw = (a.overlap ? 2 : 1) * a.width;
+    s.buf_kv = a.buf_kv + slot * a.ratio * cw;
+    s.buf_gate = a.buf_gate + slot * a.ratio * cw;
+    s.prev_kv = a.overlap ? a.prev_kv + slot * a.ratio * a.width : nullptr;
+    s.prev_gate = a.overlap ? a.prev_gate + slot * a.ratio * a.width : nullptr;
+    s.entries = a.entries + a.entry_base[b] * a.width;
+  }
   return s;
 }
 
@@ -88,13 +106,13 @@ __device__ __forceinline__ void row_value(const CompressorStepArgs& a, const Seq
     kv = a.kv[i];
     g = a.gate[i] + a.ape[static_cast<int64_t>(r) * cw + ch];
   } else if (p >= static_cast<int64_t>(s.wo) * a.ratio) {
-    const int64_t i = (static_cast<int64_t>(s.slot) * a.ratio + r) * cw + ch;
-    kv = a.buf_kv[i];
-    g = a.buf_gate[i];
+    const int64_t i = static_cast<int64_t>(r) * cw + ch;
+    kv = s.buf_kv[i];
+    g = s.buf_gate[i];
   } else {
-    const int64_t i = (static_cast<int64_t>(s.slot) * a.ratio + r) * a.width + ch;
-    kv = a.prev_kv[i];
-    g = a.prev_gate[i];
+    const int64_t i = static_cast<int64_t>(r) * a.width + ch;
+    kv = s.prev_kv[i];
+    g = s.prev_gate[i];
   }
 }
 
@@ -184,7 +202,7 @@ __global__ void __launch_bounds__(kMaxWidth) compress_pool_kernel(CompressorStep
     __syncthreads();
     v = round_e2m1(x[ch] / scale[ch / 32]) * scale[ch / 32];
   }
-  a.entries[(a.entry_base[b] + w) * W + ch] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
+  s.entries[static_cast<int64_t>(w) * W + ch] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
 
 // grid (rows, batch): CSA rows = ratio (a closing window copies every row's A half into prev);
@@ -202,25 +220,25 @@ __global__ void __launch_bounds__(256) compress_state_kernel(CompressorStepArgs 
   const bool write_prev = a.overlap && s.wn > s.wo;
   if (!write_buf && !write_prev) return;
   const int64_t p_prev = static_cast<int64_t>(s.wn - 1) * R + r;
-  const int64_t bi = (static_cast<int64_t>(s.slot) * R + r) * cw;
+  const int64_t bi = static_cast<int64_t>(r) * cw;
   for (int ch = threadIdx.x; ch < cw; ch += blockDim.x) {
     if (write_prev && ch < W) {  // window wn-1 closed in this step: its row r's A half
       float kv, g;
       if (p_prev >= s.pos0) {
         row_value(a, s, p_prev, ch, cw, kv, g);
       } else {  // in the old open window: read before this thread overwrites it below
-        kv = a.buf_kv[bi + ch];
-        g = a.buf_gate[bi + ch];
+        kv = s.buf_kv[bi + ch];
+        g = s.buf_gate[bi + ch];
       }
-      const int64_t pi = (static_cast<int64_t>(s.slot) * R + r) * W + ch;
-      a.prev_kv[pi] = kv;
-      a.prev_gate[pi] = g;
+      const int64_t pi = static_cast<int64_t>(r) * W + ch;
+      s.prev_kv[pi] = kv;
+      s.prev_gate[pi] = g;
     }
     if (write_buf) {
       float kv, g;
       row_value(a, s, p_new, ch, cw, kv, g);
-      a.buf_kv[bi + ch] = kv;
-      a.buf_gate[bi + ch] = g;
+      s.buf_kv[bi + ch] = kv;
+      s.buf_gate[bi + ch] = g;
     }
   }
 }
@@ -279,7 +297,8 @@ __global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs 
   const int c0 = blockIdx.y * chunk, c1 = min(nv, c0 + chunk);
   if (c0 >= c1) return;
   const int64_t kbase = a.key_base[t];
-  load_key_tile(ktiles, a.keys, kbase, c0, nv, D);
+  const uint16_t* keys = a.key_ptrs ? a.key_ptrs[t] : a.keys;  // resolved once per block
+  load_key_tile(ktiles, keys, kbase, c0, nv, D);
   // q -> bf16 hi + lo (rows >= H zero), head weights w_h / sqrt(H)
   const float* q = a.q + static_cast<int64_t>(t) * H * D;
   for (int i = threadIdx.x; i < kIdxMaxH * D; i += kIdxThreads) {
@@ -299,7 +318,7 @@ __global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs 
   for (int e0 = c0; e0 < c1; e0 += kIdxTile, buf ^= 1) {
     cp_wait_all();
     __syncthreads();  // tile `buf` (and q on the first pass) visible; the other buffer is free
-    if (e0 + kIdxTile < c1) load_key_tile(ktiles + (buf ^ 1) * kIdxTile * kIdxStride, a.keys, kbase, e0 + kIdxTile, nv, D);
+    if (e0 + kIdxTile < c1) load_key_tile(ktiles + (buf ^ 1) * kIdxTile * kIdxStride, keys, kbase, e0 + kIdxTile, nv, D);
     const bf16* kt = ktiles + buf * kIdxTile * kIdxStride;
     float acc[4][4][4];
 #pragma unroll
@@ -461,7 +480,13 @@ bool compressor_step(const CompressorStepArgs& a, void* stream) {
     return fail("compressor_step: unsupported ratio / width / rope_dim");
   if (a.round_mode == 2 && (a.width & (a.width - 1)) != 0)
     return fail("compressor_step: round_mode 2 (Hadamard) needs a power-of-two width");
-  if (a.overlap && (!a.prev_kv || !a.prev_gate)) return fail("compressor_step: CSA needs prev_kv / prev_gate");
+  if (!a.kv || !a.gate || !a.ape || !a.norm || !a.tok_offset || !a.count || !a.pos0 || (a.rope_dim > 0 && !a.inv_freq))
+    return fail("compressor_step: null argument");
+  if (!a.seq) {  // slot layout (with `seq`, every sequence's state comes from its table entry)
+    if (!a.slot || !a.entry_base || !a.buf_kv || !a.buf_gate || !a.entries)
+      return fail("compressor_step: the slot layout needs slot, entry_base, buf_kv, buf_gate and entries (or seq)");
+    if (a.overlap && (!a.prev_kv || !a.prev_gate)) return fail("compressor_step: CSA needs prev_kv / prev_gate");
+  }
   cudaStream_t st = as_stream(stream);
   const int windows = (a.max_count + a.ratio - 1) / a.ratio;
   compress_pool_kernel<<<dim3(windows, a.batch), a.width, 0, st>>>(a);
@@ -482,6 +507,9 @@ bool indexer_select(const IndexerArgs& a, void* workspace, void* stream) {
       a.head_dim % 16 != 0)
     return fail("indexer_select: heads must be a multiple of 16 <= 64 and head_dim a multiple of 16 <= 128");
   if (a.top_k <= 0 || a.index_stride < a.top_k) return fail("indexer_select: need 0 < top_k <= index_stride");
+  if (!a.n_visible || !a.out_base || !a.index || !a.n_index) return fail("indexer_select: null argument");
+  if (a.max_visible > 0 && (!a.q || !a.w || !a.key_base || (!a.keys && !a.key_ptrs)))
+    return fail("indexer_select: scoring needs q, w, key_base and keys (or key_ptrs)");
   cudaStream_t st = as_stream(stream);
   float* scores = static_cast<float*>(workspace);
   if (a.max_visible > 0) {

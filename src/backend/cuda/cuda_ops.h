@@ -94,8 +94,9 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
                    void* workspace, void* stream = nullptr);
 
 // ---- V4 decode attention (one query token per sequence) ----
-/// 64 heads x 512 over one shared K=V head. Sequence b attends to ring slots 0..n_window[b]-1 of
-/// window[b] (slot order is irrelevant to the softmax) and then to entries[index[b][j]] for
+/// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest
+/// rows of its ring (window[b], or window_ptrs[b]; position p at slot p % 128, read in position
+/// order: slot (pos[b] - nw + 1 + j) mod 128 for j < nw) and then to entries[index[b][j]] for
 /// j < n_index[b] (index -1 = skipped), with sink[h] in the denominator, scale 1/sqrt(512); the
 /// output's last 64 dims get the conjugate (inverse) rotation at pos[b] (interleaved pairs,
 /// angle = pos * inv_freq[i]). Rows are split into splits of split_rows (a FIXED multiple of 64,

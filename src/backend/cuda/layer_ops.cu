@@ -562,6 +562,19 @@ __global__ void cast_bf16_kernel(const float* __restrict__ src, int64_t rows, in
   dst[(i / cols) * ld + i % cols] = *reinterpret_cast<const uint16_t*>(&b);
 }
 
+// rings[b][(pos[b] mod window) * cols + c] = bf16_rn(src[b * cols + c])
+__global__ void rows_to_rings_kernel(const float* __restrict__ src, int64_t batch, int64_t cols,
+                                     uint16_t* const* __restrict__ rings, const int32_t* __restrict__ pos,
+                                     int64_t window) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= batch * cols) return;
+  const int64_t b = i / cols, c = i % cols;
+  int64_t slot = pos[b] % window;
+  if (slot < 0) slot += window;
+  const __nv_bfloat16 v = __float2bfloat16_rn(src[i]);
+  rings[b][slot * cols + c] = *reinterpret_cast<const uint16_t*>(&v);
+}
+
 // 8-byte units: out[b, a, c] = in[a, b, c]
 __global__ void swap01_kernel(const uint2* __restrict__ in, int64_t A, int64_t B, int64_t C8, uint2* __restrict__ out) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -734,6 +747,15 @@ bool cast_f32_to_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* ds
   if (rows * cols <= 0) return true;
   cast_bf16_kernel<<<blocks_for(rows * cols), 256, 0, as_stream(stream)>>>(src, rows, cols, dst, dst_ld);
   return check_launch("cast_bf16_kernel");
+}
+
+bool rows_to_rings(const float* src, int64_t batch, int64_t cols, uint16_t* const* rings, const int32_t* pos,
+                   int64_t window, void* stream) {
+  if (batch * cols <= 0) return true;
+  if (!src || !rings || !pos) return fail("rows_to_rings: null argument");
+  if (window <= 0) return fail("rows_to_rings: window must be positive");
+  rows_to_rings_kernel<<<blocks_for(batch * cols), 256, 0, as_stream(stream)>>>(src, batch, cols, rings, pos, window);
+  return check_launch("rows_to_rings_kernel");
 }
 
 bool swap01(const void* in, int64_t A, int64_t B, int64_t C, int elem_bytes, void* out, void* stream) {
