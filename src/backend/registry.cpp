@@ -4,6 +4,7 @@
 #if DI_HAS_CUDA
 namespace deepinfer::cuda {
 std::vector<std::string> list_devices();
+double measure_copy_bandwidth();
 }
 #endif
 
@@ -17,6 +18,14 @@ std::vector<std::string> list_devices() {
   for (auto& d : cuda::list_devices()) out.push_back(std::move(d));
 #endif
   return out;
+}
+
+double cuda_copy_bandwidth_gb_s() {
+#if DI_HAS_CUDA
+  return cuda::measure_copy_bandwidth();
+#else
+  return 0.0;
+#endif
 }
 
 }  // namespace deepinfer

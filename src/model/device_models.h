@@ -1,13 +1,16 @@
 // The device models load_model dispatches to for LoadOptions::device != "cpu". Which file
-// defines load_cuda_model is chosen in src/model/CMakeLists.txt: model_device_cuda.cpp (the
-// DeepSeek-V4 GPU model, model/deepseek_v4_gpu) when the CUDA backend is built, else
-// model_device_none.cpp (a clear error). No #if outside src/backend.
+// defines load_cuda_model (and the synthetic model and decode-floor helpers below) is chosen in
+// src/model/CMakeLists.txt: model_device_cuda.cpp (the DeepSeek-V4 GPU model,
+// model/deepseek_v4_gpu) when the CUDA backend is built, else model_device_none.cpp (a clear
+// error). No #if outside src/backend.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
 #include "core/result.h"
+#include "model/deepseek_v4/config.h"
 #include "model/numerics.h"
 
 namespace deepinfer {
@@ -16,5 +19,23 @@ class Model;
 
 /// A deepseek_v4 checkpoint on the CUDA device; an error when the build or machine has none.
 Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir, const LoadOptions& opt);
+
+/// A DeepSeek-V4 model of config `c` on the CUDA device with random weights generated there in
+/// the stored formats (v4gpu::GpuWeights::synthetic); an error when the build or machine has none.
+Result<std::unique_ptr<Model>> synthetic_cuda_model(const v4::V4Config& c, uint64_t seed, const LoadOptions& opt);
+
+/// Bytes one decode step (one token for each of `batch` sequences at `context` tokens) must move
+/// at least, for the bench's memory floor:
+struct DecodeBytes {
+  double dense = 0;    // every weight but the routed experts, the embedding and tid2eid (once)
+  double experts = 0;  // per MoE layer: the expected distinct routed experts of the batch,
+                       // E * (1 - (1 - k/E)^batch), times one expert's bytes
+  double state = 0;    // state read per sequence: window ring rows, compressed KV (HCA: all,
+                       // CSA: the index_topk kept), the CSA indexer's keys
+  double weights = 0;  // not part of the floor: every weight byte on the device
+  double total() const { return dense + experts + state; }
+};
+/// DecodeBytes of a model load_cuda_model / synthetic_cuda_model made; an error for other models.
+Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t context);
 
 }  // namespace deepinfer

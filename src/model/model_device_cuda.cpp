@@ -1,6 +1,9 @@
 // load_cuda_model in a build with the CUDA backend (see device_models.h).
 #include "model/device_models.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/deepseek_v4_gpu/gpu_model.h"
 
 namespace deepinfer {
@@ -8,6 +11,45 @@ namespace deepinfer {
 Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(std::unique_ptr<v4gpu::V4GpuModel> m, v4gpu::V4GpuModel::load(dir, opt));
   return std::unique_ptr<Model>(std::move(m));
+}
+
+Result<std::unique_ptr<Model>> synthetic_cuda_model(const v4::V4Config& c, uint64_t seed, const LoadOptions& opt) {
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<v4gpu::V4GpuModel> m, v4gpu::V4GpuModel::synthetic(c, seed, opt));
+  return std::unique_ptr<Model>(std::move(m));
+}
+
+Result<DecodeBytes> cuda_decode_bytes(const Model& model, int64_t batch, int64_t context) {
+  const auto* m = dynamic_cast<const v4gpu::V4GpuModel*>(&model);
+  if (!m) return Status::invalid_argument("the decode floor is computed for the deepseek_v4 CUDA model only");
+  const v4::V4Config& c = m->config();
+  const v4gpu::GpuWeights& w = m->weights();
+  DecodeBytes b;
+  const double B = static_cast<double>(batch), T = static_cast<double>(context);
+  const double E = static_cast<double>(c.n_routed_experts), k = static_cast<double>(c.experts_per_tok);
+  const double distinct = E * (1.0 - std::pow(1.0 - k / E, B));
+  double all_experts = 0, tables = 0;
+  for (const v4gpu::GpuLayer& L : w.layers) {
+    double one = 0;
+    for (const v4gpu::DeviceBuffer& e : L.experts) all_experts += static_cast<double>(e.bytes());
+    if (!L.experts.empty()) one = static_cast<double>(L.experts.front().bytes());
+    b.experts += distinct * one;
+    tables += static_cast<double>(L.tid2eid.bytes());
+  }
+  b.dense = static_cast<double>(w.bytes) - all_experts - static_cast<double>(w.embed.bytes()) - tables;
+  // Per sequence and layer (bf16 rows): the window ring, then the compressed entries attention
+  // and the indexer read.
+  const double D = static_cast<double>(c.head_dim), Di = static_cast<double>(c.index_head_dim);
+  double per_seq = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    per_seq += std::min(T + 1, static_cast<double>(c.window)) * D * 2;
+    const double n = std::floor((T + 1) / static_cast<double>(std::max<int64_t>(c.ratios[l], 1)));
+    if (c.attn_kinds[l] == v4::AttnKind::kHca) per_seq += n * D * 2;
+    if (c.attn_kinds[l] == v4::AttnKind::kCsa)
+      per_seq += std::min(n, static_cast<double>(c.index_topk)) * D * 2 + n * Di * 2;
+  }
+  b.state = B * per_seq;
+  b.weights = static_cast<double>(w.bytes);
+  return b;
 }
 
 }  // namespace deepinfer

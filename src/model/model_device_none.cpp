@@ -10,4 +10,13 @@ Result<std::unique_ptr<Model>> load_cuda_model(const std::string& dir, const Loa
                              "machine with nvcc); cannot load " + dir);
 }
 
+Result<std::unique_ptr<Model>> synthetic_cuda_model(const v4::V4Config&, uint64_t, const LoadOptions&) {
+  return Status::unsupported("a synthetic model needs the CUDA backend (configure with -DDI_CUDA=ON on a machine "
+                             "with nvcc)");
+}
+
+Result<DecodeBytes> cuda_decode_bytes(const Model&, int64_t, int64_t) {
+  return Status::unsupported("the decode floor of a CUDA model needs the CUDA backend");
+}
+
 }  // namespace deepinfer

@@ -1,8 +1,11 @@
-// `deepinfer bench MODEL_DIR`: prefill and decode throughput of the model (through
-// deepinfer::Model, on --device cpu or cuda) on a real or tiny checkpoint, with the CPU memory
-// floor next to it (weight bytes a decode step reads over the measured host copy bandwidth; not
-// shown for cuda: bench/cuda_model measures the GPU floors). Prints a table and optionally
-// writes JSON for bench/results/.
+// `deepinfer bench MODEL_DIR` / `deepinfer bench --synthetic v4-flash[:LAYERS[:EXPERTS]]`:
+// prefill and decode throughput of the model (through deepinfer::Model, on --device cpu or cuda)
+// on a real or tiny checkpoint, or (cuda only) on a synthetic V4-Flash with the real shapes and
+// random weights generated on the device (v4::flash_config + synthetic_cuda_model), with the
+// memory floor next to it: on cpu every checkpoint byte over the measured host copy bandwidth; on
+// cuda DecodeBytes (dense weights once, the batch's expected distinct routed experts, the state
+// read at the mean decode context) over the device copy bandwidth measured in the same run.
+// Prints a table and optionally writes JSON for bench/results/.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -13,6 +16,8 @@
 #include "backend/registry.h"
 #include "commands.h"
 #include "device_flag.h"
+#include "model/deepseek_v4/flash_config.h"
+#include "model/device_models.h"
 #include "model/model.h"
 
 namespace deepinfer::cli {
@@ -40,25 +45,53 @@ double measure_copy_bandwidth(ThreadPool& pool) {
 }
 
 struct BenchArgs {
-  std::string model_dir, json_out;
+  std::string model_dir, synthetic, json_out;
+  uint64_t seed = 1;
   int64_t prompt_len = 64, gen_len = 32, batch = 1;
   int threads = 0;
   std::string device = "cpu";
 };
 
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "deepinfer bench: error: %s\n", msg.c_str());
+  return 2;
+}
+
 int run_bench(const BenchArgs& a) {
-  if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0) {
-    std::fprintf(stderr, "deepinfer: error: --prompt-len and --batch must be > 0, --gen-len >= 0\n");
-    return 2;
+  if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0)
+    return usage_error("--prompt-len and --batch must be > 0, --gen-len >= 0");
+  const bool synthetic = !a.synthetic.empty();
+  if (synthetic == !a.model_dir.empty())
+    return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
+  v4::FlashSpec spec;
+  if (synthetic) {
+    auto sp = v4::parse_flash_spec(a.synthetic);
+    if (!sp.is_ok()) return usage_error(std::string(sp.status().message()));
+    spec = *sp;
+    if (a.device != "cuda")
+      return usage_error("--synthetic generates the weights on the GPU: it needs --device cuda");
   }
   BackendConfig bc;
   bc.num_threads = a.threads;
   auto backend = Backend::create(bc);
   if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
   if (int rc = check_device_flag("bench", a.device)) return rc;
+  const bool cpu = a.device == "cpu";
+  // The device bandwidth before the model takes the memory (two 1 GiB buffers).
+  const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   LoadOptions lo;
   lo.device = a.device;
-  auto model = load_model(a.model_dir, **backend, lo);
+  Result<std::unique_ptr<Model>> model = Status::internal("no model");
+  std::string model_name = a.model_dir;
+  if (synthetic) {
+    auto cfg = v4::flash_config(spec.layers, spec.experts);
+    if (!cfg.is_ok()) return usage_error(std::string(cfg.status().message()));
+    model_name = "synthetic V4-Flash, " + std::to_string(spec.layers) + " of 43 layers, " +
+                 std::to_string(spec.experts) + " of 256 experts";
+    model = synthetic_cuda_model(*cfg, a.seed, lo);
+  } else {
+    model = load_model(a.model_dir, **backend, lo);
+  }
   if (!model.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", model.status().to_string().c_str()), 1;
   Model& m = **model;
   std::mt19937 rng(1234);
@@ -92,25 +125,41 @@ int run_bench(const BenchArgs& a) {
     decode_s += now_s() - t1;
     if (!s.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", s.to_string().c_str()), 1;
   }
-  // A decode step reads every dense weight once plus the routed experts the batch touches;
-  // the floor counts all of them once (upper bound on bytes, so a lower bound on time).
-  size_t weight_bytes = 0;
-  auto ck = Checkpoint::open(a.model_dir);
-  if (ck.is_ok())
-    for (const auto& t : ck->tensors()) weight_bytes += t.info->end - t.info->begin;
-  const double bw = measure_copy_bandwidth((*backend)->pool());
   const double step_ms = a.gen_len ? decode_s / a.gen_len * 1e3 : 0;
-  const bool cpu = a.device == "cpu";
-  const double floor_ms = cpu ? weight_bytes / (bw * 1e9) * 1e3 : 0.0;
   const double prefill_tps = a.batch * a.prompt_len / prefill_s;
   const double decode_tps = a.gen_len ? a.batch * a.gen_len / decode_s : 0;
-  std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", a.model_dir.c_str(), a.device.c_str(),
-              (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len, (long long)a.gen_len);
+  // cpu: a decode step reads every checkpoint byte once (an upper bound on bytes, so a lower
+  // bound on time). cuda: DecodeBytes at the mean context of the decode steps.
+  double floor_bytes = 0;
+  DecodeBytes db;
+  std::string floor_counts;
+  if (cpu) {
+    auto ck = Checkpoint::open(a.model_dir);
+    if (ck.is_ok())
+      for (const auto& t : ck->tensors()) floor_bytes += static_cast<double>(t.info->end - t.info->begin);
+    floor_counts = "every checkpoint byte once";
+  } else {
+    auto r = cuda_decode_bytes(m, a.batch, a.prompt_len + a.gen_len / 2);
+    if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", r.status().to_string().c_str()), 1;
+    db = *r;
+    floor_bytes = db.total();
+    floor_counts = "dense weights once (not the embedding), expected distinct routed experts per layer, state read "
+                   "(window rings, compressed KV kept, indexer keys) at context " +
+                   std::to_string(a.prompt_len + a.gen_len / 2) + "; not activations, logits or launch gaps";
+  }
+  const double floor_ms = bw > 0 ? floor_bytes / (bw * 1e9) * 1e3 : 0.0;
+  std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", model_name.c_str(),
+              a.device.c_str(), (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len,
+              (long long)a.gen_len);
   std::printf("prefill  %10.1f tokens/s  (%.3f s)\n", prefill_tps, prefill_s);
-  std::printf("decode   %10.1f tokens/s  step %.3f ms; memory floor %.3f ms (%.1f MB weights / %.1f GB/s) = %.2fx floor\n",
-              decode_tps, step_ms, floor_ms, weight_bytes / 1e6, bw, floor_ms > 0 ? step_ms / floor_ms : 0.0);
+  std::printf("decode   %10.1f tokens/s  step %.3f ms; memory floor %.3f ms (%.1f MB / %.1f GB/s) = %.2fx floor\n",
+              decode_tps, step_ms, floor_ms, floor_bytes / 1e6, bw, floor_ms > 0 ? step_ms / floor_ms : 0.0);
+  if (!cpu)
+    std::printf("floor bytes: dense %.1f MB + routed experts %.1f MB + state %.1f MB (%s)\n", db.dense / 1e6,
+                db.experts / 1e6, db.state / 1e6, floor_counts.c_str());
   if (!a.json_out.empty()) {
     nlohmann::json j{{"model_dir", a.model_dir},
+                     {"model", model_name},
                      {"backend", a.device},
                      {"threads", (*backend)->pool().size()},
                      {"hardware_concurrency", std::thread::hardware_concurrency()},
@@ -120,10 +169,16 @@ int run_bench(const BenchArgs& a) {
                      {"prefill_tokens_per_s", prefill_tps},
                      {"decode_tokens_per_s", decode_tps},
                      {"decode_step_ms", step_ms},
-                     {"weight_bytes", weight_bytes},
+                     {"weight_bytes", cpu ? floor_bytes : db.weights},
                      {"copy_bandwidth_gb_s", bw},
                      {"decode_floor_ms", floor_ms},
+                     {"decode_floor_bytes", floor_bytes},
+                     {"decode_floor_counts", floor_counts},
                      {"devices", list_devices()}};
+    if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
+                                     {"seed", a.seed}};
+    if (!cpu) j["decode_floor_parts"] = {{"dense_bytes", db.dense}, {"expert_bytes", db.experts},
+                                         {"state_bytes", db.state}};
     std::ofstream(a.json_out) << j.dump(2) << '\n';
   }
   return 0;
@@ -133,8 +188,13 @@ int run_bench(const BenchArgs& a) {
 
 void register_bench_commands(CLI::App& app, Registry& reg) {
   auto a = std::make_shared<BenchArgs>();
-  CLI::App* b = app.add_subcommand("bench", "prefill and decode throughput on a checkpoint");
-  b->add_option("model_dir", a->model_dir, "model folder")->required();
+  CLI::App* b = app.add_subcommand("bench", "prefill and decode throughput on a checkpoint or a synthetic V4-Flash");
+  b->add_option("model_dir", a->model_dir, "model folder (or --synthetic)");
+  b->add_option("--synthetic", a->synthetic,
+                "no checkpoint: V4-Flash shapes with random weights made on the GPU (needs --device cuda): "
+                "v4-flash[:LAYERS[:EXPERTS]] (LAYERS 1..43, default 4; EXPERTS 1..256, default 256) or "
+                "v4-flash-ep8 (43 layers, 32 experts)");
+  b->add_option("--seed", a->seed, "seed of the synthetic weights");
   b->add_option("--prompt-len", a->prompt_len, "prompt tokens per sequence");
   b->add_option("--gen-len", a->gen_len, "decode steps");
   b->add_option("--batch", a->batch, "sequences decoded together");

@@ -46,6 +46,10 @@ V4GpuModel::V4GpuModel(v4::V4Config cfg, GpuWeights w)
 
 V4GpuModel::~V4GpuModel() = default;
 
+void V4GpuModel::set_decode_graphs(bool on) { fwd_->set_graphs(on); }
+int64_t V4GpuModel::decode_graph_replays() const { return fwd_->graph_replays(); }
+int64_t V4GpuModel::decode_graphs_captured() const { return fwd_->graphs_captured(); }
+
 Result<std::unique_ptr<V4GpuModel>> V4GpuModel::load(const std::string& dir, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));
   return from_checkpoint(std::move(ck), opt);
@@ -61,6 +65,15 @@ Result<std::unique_ptr<V4GpuModel>> V4GpuModel::from_checkpoint(Checkpoint ck, c
   DI_ASSIGN_OR_RETURN(v4::V4Weights hw, v4::V4Weights::load(ck, cfg));
   DI_ASSIGN_OR_RETURN(GpuWeights gw, GpuWeights::upload(hw, cfg));
   if (!cuda::synchronize()) return device_error("weight upload");
+  return std::unique_ptr<V4GpuModel>(new V4GpuModel(std::move(cfg), std::move(gw)));
+}
+
+Result<std::unique_ptr<V4GpuModel>> V4GpuModel::synthetic(v4::V4Config cfg, uint64_t seed, const LoadOptions& opt) {
+  if (!cuda::device_available())
+    return Status::unsupported("--device cuda: no usable CUDA device on this machine");
+  cfg.numerics = opt.numerics;
+  DI_TRY(check_gpu_config(cfg));
+  DI_ASSIGN_OR_RETURN(GpuWeights gw, GpuWeights::synthetic(cfg, seed));
   return std::unique_ptr<V4GpuModel>(new V4GpuModel(std::move(cfg), std::move(gw)));
 }
 

@@ -6,8 +6,10 @@
 // forward(): one ragged batch. Row-wise work (linears, mHC, norms, routing, experts) runs over
 // every token of the batch at once; the stateful parts (window rows, compressors, indexer,
 // attention) and the bf16 cuBLASLt projections (compressors, weights_proj, head) run per
-// sequence, so a sequence's rows see the same GEMM shapes whatever else is in the batch. Plain
-// launches on the legacy stream (no graphs yet), one device-to-host copy of the logits at the end.
+// sequence, so a sequence's rows see the same GEMM shapes whatever else is in the batch. The
+// decoding sequences of a batch (one token each) run their stateful work as one launch per op;
+// a decode-only batch is replayed from a CUDA graph (forward.h). Everything runs on the model's
+// own stream; one device-to-host copy of the logits at the end.
 //
 // Registration: load_model (model/model.cpp) calls load_cuda_model() for LoadOptions::device ==
 // "cuda"; the function comes from model_device_cuda.cpp when the CUDA backend is built and from
@@ -32,6 +34,8 @@ class V4GpuModel final : public Model {
  public:
   static Result<std::unique_ptr<V4GpuModel>> load(const std::string& dir, const LoadOptions& opt = {});
   static Result<std::unique_ptr<V4GpuModel>> from_checkpoint(Checkpoint ck, const LoadOptions& opt = {});
+  /// No checkpoint: GpuWeights::synthetic(cfg, seed) (random weights generated on the device).
+  static Result<std::unique_ptr<V4GpuModel>> synthetic(v4::V4Config cfg, uint64_t seed, const LoadOptions& opt = {});
   ~V4GpuModel() override;
 
   const ModelSpec& info() const override { return info_; }
@@ -41,6 +45,12 @@ class V4GpuModel final : public Model {
 
   const v4::V4Config& config() const { return cfg_; }
   size_t weight_bytes() const { return w_.bytes; }
+  const GpuWeights& weights() const { return w_; }
+  /// Decode-only batches replayed from CUDA graphs (default on); off runs every step eagerly.
+  void set_decode_graphs(bool on);
+  /// Steps replayed from a graph so far, and graphs captured.
+  int64_t decode_graph_replays() const;
+  int64_t decode_graphs_captured() const;
 
  private:
   V4GpuModel(v4::V4Config cfg, GpuWeights w);

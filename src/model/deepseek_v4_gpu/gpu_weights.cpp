@@ -76,17 +76,14 @@ Result<GpuHc> upload_hc(const v4::HcWeights& w) {
   return g;
 }
 
-// hc_head [n, n*d] as an hc_pre site: pre_j = sigmoid(m_j s0 + b_j) + eps is the head collapse.
+// hc_head [n, n*d] into the padded hc_pre site (hc_head_site).
 Result<GpuHc> upload_hc_head(const v4::HcHeadWeights& w, int64_t n) {
-  const int64_t mix = (2 + n) * n, cols = w.fn.cols;
-  std::vector<float> fn(static_cast<size_t>(mix * cols), 0.f), base(mix, 0.f);
-  w.fn.dequant_rows(0, n, fn.data());
-  for (int64_t j = 0; j < n; ++j) base[j] = w.base[j];
-  const std::vector<float> scale{w.scale[0], 1.f, 1.f};
-  GpuHc g;
-  DI_ASSIGN_OR_RETURN(g.fn, DeviceBuffer::upload(fn, "hc_head_fn"));
-  DI_ASSIGN_OR_RETURN(g.base, upload_vec(base, "hc_head_base"));
-  DI_ASSIGN_OR_RETURN(g.scale, upload_vec(scale, "hc_head_scale"));
+  DI_ASSIGN_OR_RETURN(GpuHc g, hc_head_site(n, w.fn.cols));
+  const std::vector<float> fn = rows_f32(w.fn);
+  if (!cuda::copy_to_device(g.fn.get(), fn.data(), fn.size() * 4) ||
+      !cuda::copy_to_device(g.base.get(), w.base.data(), static_cast<size_t>(n) * 4) ||
+      !cuda::copy_to_device(g.scale.get(), w.scale.data(), 4))
+    return device_error("upload of hc_head");
   return g;
 }
 
@@ -115,21 +112,16 @@ Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Wei
   DI_TRY(check_expert(w3));
   DI_TRY(check_expert(w2));
   const Weight* ws[3] = {&w1, &w3, &w2};
-  std::vector<uint8_t> blob;
-  size_t off[6];
-  for (int i = 0; i < 3; ++i) {
-    for (int part = 0; part < 2; ++part) {
-      const Tensor& t = part == 0 ? ws[i]->data : ws[i]->scale;
-      while (blob.size() % 16) blob.push_back(0);
-      off[2 * i + part] = blob.size();
-      const auto* b = static_cast<const uint8_t*>(t.data());
-      blob.insert(blob.end(), b, b + t.nbytes());
-    }
+  size_t part[6];
+  for (int i = 0; i < 3; ++i) part[2 * i] = ws[i]->data.nbytes(), part[2 * i + 1] = ws[i]->scale.nbytes();
+  const ExpertLayout lay = expert_layout(part);
+  std::vector<uint8_t> blob(lay.bytes, 0);
+  for (int i = 0; i < 6; ++i) {
+    const Tensor& t = i % 2 == 0 ? ws[i / 2]->data : ws[i / 2]->scale;
+    std::memcpy(blob.data() + lay.off[i], t.data(), t.nbytes());
   }
   DI_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::upload(blob, w1.name));
-  const uint8_t* base = d.as<uint8_t>();
-  p.w1 = base + off[0], p.s1 = base + off[1], p.w3 = base + off[2], p.s3 = base + off[3];
-  p.w2 = base + off[4], p.s2 = base + off[5];
+  p = lay.ptrs(d.as<uint8_t>());
   return d;
 }
 
@@ -144,8 +136,7 @@ Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) 
   DI_ASSIGN_OR_RETURN(g.q_norm, upload_vec(a.q_norm, "q_norm"));
   DI_ASSIGN_OR_RETURN(g.kv_norm, upload_vec(a.kv_norm, "kv_norm"));
   DI_ASSIGN_OR_RETURN(g.sinks, upload_vec(a.sinks, "attn_sink"));
-  const v4::Rope rope(b.kind == v4::AttnKind::kSliding ? c.rope_main : c.rope_compress, c.rope_dim);
-  DI_ASSIGN_OR_RETURN(g.inv_freq, upload_vec(rope.inv_freq(), "rope inv_freq"));
+  DI_ASSIGN_OR_RETURN(g.inv_freq, rope_inv_freq(b.kind, c));
   DI_ASSIGN_OR_RETURN(g.wq_a, upload_linear(a.wq_a, true));
   DI_ASSIGN_OR_RETURN(g.wq_b, upload_linear(a.wq_b, true));
   DI_ASSIGN_OR_RETURN(g.wkv, upload_linear(a.wkv, true));
@@ -180,6 +171,41 @@ Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) 
   return g;
 }
 
+}  // namespace
+
+ExpertLayout expert_layout(const size_t part_bytes[6]) {
+  ExpertLayout l;
+  size_t at = 0;
+  for (int i = 0; i < 6; ++i) {
+    at = (at + 15) / 16 * 16;
+    l.off[i] = at;
+    at += part_bytes[i];
+  }
+  l.bytes = at;
+  return l;
+}
+
+cuda::ExpertPtrs ExpertLayout::ptrs(const uint8_t* base) const {
+  cuda::ExpertPtrs p;
+  p.w1 = base + off[0], p.s1 = base + off[1], p.w3 = base + off[2], p.s3 = base + off[3];
+  p.w2 = base + off[4], p.s2 = base + off[5];
+  return p;
+}
+
+Result<DeviceBuffer> rope_inv_freq(v4::AttnKind kind, const v4::V4Config& c) {
+  const v4::Rope rope(kind == v4::AttnKind::kSliding ? c.rope_main : c.rope_compress, c.rope_dim);
+  return DeviceBuffer::upload(rope.inv_freq(), "rope inv_freq");
+}
+
+Result<GpuHc> hc_head_site(int64_t n, int64_t cols) {
+  const int64_t mix = (2 + n) * n;
+  GpuHc g;
+  DI_ASSIGN_OR_RETURN(g.fn, DeviceBuffer::zeros(static_cast<size_t>(mix * cols) * 4, "hc_head_fn"));
+  DI_ASSIGN_OR_RETURN(g.base, DeviceBuffer::zeros(static_cast<size_t>(mix) * 4, "hc_head_base"));
+  DI_ASSIGN_OR_RETURN(g.scale, DeviceBuffer::upload(std::vector<float>{1.f, 1.f, 1.f}, "hc_head_scale"));
+  return g;
+}
+
 size_t layer_bytes(const GpuLayer& g) {
   size_t s = 0;
   for (const DeviceBuffer* b : {&g.hc_attn.fn, &g.hc_attn.base, &g.hc_attn.scale, &g.hc_ffn.fn, &g.hc_ffn.base,
@@ -194,7 +220,12 @@ size_t layer_bytes(const GpuLayer& g) {
   return s;
 }
 
-}  // namespace
+
+size_t total_bytes(const GpuWeights& g) {
+  size_t s = g.embed.bytes() + g.head.bytes() + g.norm.bytes() + g.hc_head.fn.bytes();
+  for (const GpuLayer& l : g.layers) s += layer_bytes(l);
+  return s;
+}
 
 cuda::Fp8Weight GpuLinear::fp8_rows(int64_t r0, int64_t rows) const {
   cuda::Fp8Weight w;
@@ -257,12 +288,11 @@ Result<GpuWeights> GpuWeights::upload(const v4::V4Weights& w, const v4::V4Config
   DI_ASSIGN_OR_RETURN(g.head, upload_linear(w.head, true));
   DI_ASSIGN_OR_RETURN(g.norm, upload_vec(w.norm, "norm"));
   DI_ASSIGN_OR_RETURN(g.hc_head, upload_hc_head(w.hc_head, c.hc_mult));
-  g.bytes = g.embed.bytes() + g.head.bytes() + g.norm.bytes() + g.hc_head.fn.bytes();
   for (const v4::BlockWeights& b : w.layers) {
     DI_ASSIGN_OR_RETURN(GpuLayer l, upload_layer(b, c));
-    g.bytes += layer_bytes(l);
     g.layers.push_back(std::move(l));
   }
+  g.bytes = total_bytes(g);
   return g;
 }
 

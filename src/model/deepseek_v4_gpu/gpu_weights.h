@@ -8,6 +8,8 @@
 //   routed experts     MXFP4 as stored (packed e2m1 + E8M0 per 32), the grouped expert kernel
 //   mHC, norms, sinks, ape, bias   fp32; tid2eid int32
 // check_gpu_config() rejects configurations the kernels do not implement, naming the field.
+// synthetic() builds the same struct from random codes generated on the device in those formats
+// (synthetic_weights.cpp): real shapes without a checkpoint, for benches.
 #pragma once
 
 #include <vector>
@@ -70,7 +72,32 @@ struct GpuWeights {
   size_t bytes = 0;    // device bytes of every weight
 
   static Result<GpuWeights> upload(const v4::V4Weights& w, const v4::V4Config& c);
+  /// Random weights of config `c` generated on the device in the stored formats (FP8 e4m3 +
+  /// E8M0 128x128 dense linears, MXFP4 routed experts, bf16 projections / embed / head / router,
+  /// fp32 mHC / norms / sinks / ape / bias, int32 tid2eid with distinct experts per row), scaled
+  /// as bench/cuda_model does so activations stay finite through all 43 layers. Deterministic in
+  /// `seed`. The fields are those upload() fills.
+  static Result<GpuWeights> synthetic(const v4::V4Config& c, uint64_t seed);
 };
+
+// ---- shared by upload() and synthetic() ----
+/// One expert's blob: w1, s1, w3, s3, w2, s2 (packed e2m1 / E8M0 each), every part 16-aligned.
+struct ExpertLayout {
+  size_t off[6] = {};
+  size_t bytes = 0;
+  cuda::ExpertPtrs ptrs(const uint8_t* base) const;
+};
+ExpertLayout expert_layout(const size_t part_bytes[6]);
+/// The layer's RoPE inverse frequencies (model/deepseek_v4/rope.h): main table for sliding
+/// layers, the YaRN "compress" one for CSA/HCA.
+Result<DeviceBuffer> rope_inv_freq(v4::AttnKind kind, const v4::V4Config& c);
+/// hc_head [n, n*d] as an hc_pre site, zero-filled: fn [(2+n)*n, cols], base [(2+n)*n], scale
+/// {1, 1, 1}; the caller writes fn rows 0..n-1, base[0..n-1] and scale[0] (pre_j = sigmoid(m_j
+/// s0 + b_j) + eps is the head collapse).
+Result<GpuHc> hc_head_site(int64_t n, int64_t cols);
+size_t layer_bytes(const GpuLayer& g);
+/// GpuWeights::bytes: every weight buffer (hc_head's fn only).
+size_t total_bytes(const GpuWeights& g);
 
 /// Ok when the CUDA ops implement this configuration; else an error naming the config field.
 Status check_gpu_config(const v4::V4Config& c);

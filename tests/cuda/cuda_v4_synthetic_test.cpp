@@ -1,0 +1,333 @@
+// GpuWeights::synthetic / V4GpuModel::synthetic (model/deepseek_v4_gpu/synthetic_weights.cpp):
+// random V4-Flash weights generated on the device in the stored formats.
+//   SameStructAsUpload: the synthetic weights of 4 layers (the real order: SWA, SWA, CSA, HCA),
+//     16 experts, are downloaded into a checkpoint with the upstream names and formats (FP8 +
+//     E8M0, MXFP4 I8 + E8M0, bf16, fp32, I64 tid2eid) and loaded back through
+//     V4GpuModel::load (GpuWeights::upload): every field and every buffer's bytes must be equal
+//     (expert pointers as offsets in their blobs), and the logits of both models bitwise equal.
+//   RealShapesRun: 2 layers / 16 experts (and 4 layers) with the real vocabulary: a prefill
+//     past the window then decode steps; logits finite, not all equal, deterministic (two fresh
+//     states give bitwise equal logits; the same seed gives the same weights, another seed others).
+// Skips without a CUDA device.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "model/deepseek_v4/flash_config.h"
+#include "model/deepseek_v4_gpu/gpu_model.h"
+#include "tests/util/checkpoint_writer.h"
+
+namespace deepinfer {
+namespace {
+
+using testing::RawTensor;
+using testing::TempDir;
+using testing::TensorMap;
+using v4gpu::DeviceBuffer;
+using v4gpu::GpuLinear;
+using v4gpu::GpuWeights;
+
+std::vector<uint8_t> host(const DeviceBuffer& b) {
+  std::vector<uint8_t> h(b.bytes());
+  if (!h.empty()) {
+    EXPECT_TRUE(cuda::copy_to_host(h.data(), b.get(), h.size())) << cuda::last_error();
+  }
+  return h;
+}
+std::vector<uint8_t> host_part(const uint8_t* p, size_t bytes) {
+  std::vector<uint8_t> h(bytes);
+  EXPECT_TRUE(cuda::copy_to_host(h.data(), p, bytes)) << cuda::last_error();
+  return h;
+}
+RawTensor raw(const char* dtype, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
+  return testing::raw_tensor(dtype, std::move(shape), bytes.data(), bytes.size());
+}
+std::vector<uint8_t> prefix(const DeviceBuffer& b, size_t bytes) {
+  std::vector<uint8_t> h = host(b);
+  h.resize(bytes);
+  return h;
+}
+
+void put_linear(TensorMap& t, const std::string& name, const GpuLinear& l) {
+  if (l.fp8) {
+    t[name + ".weight"] = raw("F8_E4M3", {l.n, l.k}, host(l.data));
+    t[name + ".scale"] = raw("F8_E8M0", {l.n / 128, l.k / 128}, host(l.scale));
+  } else {
+    t[name + ".weight"] = raw("BF16", {l.n, l.k}, host(l.data));
+  }
+}
+void put_f32(TensorMap& t, const std::string& name, std::vector<int64_t> shape, const DeviceBuffer& b) {
+  t[name] = raw("F32", std::move(shape), host(b));
+}
+void put_hc(TensorMap& t, const std::string& p, const v4gpu::GpuHc& h, int64_t d) {
+  put_f32(t, p + "_fn", {24, 4 * d}, h.fn);
+  put_f32(t, p + "_base", {24}, h.base);
+  put_f32(t, p + "_scale", {3}, h.scale);
+}
+void put_compressor(TensorMap& t, const std::string& p, const v4gpu::GpuCompressor& c) {
+  put_linear(t, p + ".wkv", c.wkv);
+  put_linear(t, p + ".wgate", c.wgate);
+  put_f32(t, p + ".ape", {c.ratio, c.cw()}, c.ape);
+  put_f32(t, p + ".norm.weight", {c.width}, c.norm);
+}
+
+/// The synthetic weights as an upstream checkpoint's tensors.
+TensorMap to_tensors(const GpuWeights& w, const v4::V4Config& c) {
+  const int64_t d = c.hidden, I = c.moe_inter, V = c.vocab_size, k = c.experts_per_tok;
+  TensorMap t;
+  t["embed.weight"] = raw("BF16", {V, d}, host(w.embed));
+  put_linear(t, "head", w.head);
+  put_f32(t, "norm.weight", {d}, w.norm);
+  t["hc_head_fn"] = raw("F32", {4, 4 * d}, prefix(w.hc_head.fn, 4 * 4 * d * 4));
+  t["hc_head_base"] = raw("F32", {4}, prefix(w.hc_head.base, 16));
+  t["hc_head_scale"] = raw("F32", {1}, prefix(w.hc_head.scale, 4));
+  for (size_t l = 0; l < w.layers.size(); ++l) {
+    const v4gpu::GpuLayer& L = w.layers[l];
+    const std::string p = "layers." + std::to_string(l), a = p + ".attn", f = p + ".ffn";
+    put_hc(t, p + ".hc_attn", L.hc_attn, d);
+    put_hc(t, p + ".hc_ffn", L.hc_ffn, d);
+    put_f32(t, p + ".attn_norm.weight", {d}, L.attn_norm);
+    put_f32(t, p + ".ffn_norm.weight", {d}, L.ffn_norm);
+    put_f32(t, a + ".attn_sink", {c.num_heads}, L.sinks);
+    put_f32(t, a + ".q_norm.weight", {c.q_lora_rank}, L.q_norm);
+    put_f32(t, a + ".kv_norm.weight", {c.head_dim}, L.kv_norm);
+    put_linear(t, a + ".wq_a", L.wq_a);
+    put_linear(t, a + ".wq_b", L.wq_b);
+    put_linear(t, a + ".wkv", L.wkv);
+    put_linear(t, a + ".wo_a", L.wo_a);
+    put_linear(t, a + ".wo_b", L.wo_b);
+    if (L.has_compressor) put_compressor(t, a + ".compressor", L.cmp);
+    if (L.has_indexer) {
+      put_compressor(t, a + ".indexer.compressor", L.icmp);
+      put_linear(t, a + ".indexer.wq_b", L.idx_wq_b);
+      put_linear(t, a + ".indexer.weights_proj", L.weights_proj);
+    }
+    t[f + ".gate.weight"] = raw("BF16", {c.n_routed_experts, d}, host(L.gate));
+    if (L.hash) {
+      const std::vector<uint8_t> b = host(L.tid2eid);
+      std::vector<int64_t> ids(b.size() / 4);
+      for (size_t i = 0; i < ids.size(); ++i) {
+        int32_t v;
+        std::memcpy(&v, b.data() + 4 * i, 4);
+        ids[i] = v;
+      }
+      t[f + ".gate.tid2eid"] = testing::i64_tensor({V, k}, ids);
+    } else {
+      put_f32(t, f + ".gate.bias", {c.n_routed_experts}, L.bias);
+    }
+    const size_t w13 = static_cast<size_t>(I * d / 2), s13 = static_cast<size_t>(I * d / 32);
+    const size_t part[6] = {w13, s13, w13, s13, w13, s13};
+    const v4gpu::ExpertLayout lay = v4gpu::expert_layout(part);
+    for (size_t e = 0; e < L.experts.size(); ++e) {
+      const std::string ep = f + ".experts." + std::to_string(e);
+      const auto* base = L.experts[e].as<uint8_t>();
+      const char* names[3] = {".w1", ".w3", ".w2"};
+      for (int i = 0; i < 3; ++i) {
+        const int64_t rows = i == 2 ? d : I, cols = i == 2 ? I : d;
+        t[ep + names[i] + ".weight"] = raw("I8", {rows, cols / 2}, host_part(base + lay.off[2 * i], part[2 * i]));
+        t[ep + names[i] + ".scale"] =
+            raw("F8_E8M0", {rows, cols / 32}, host_part(base + lay.off[2 * i + 1], part[2 * i + 1]));
+      }
+    }
+    put_linear(t, f + ".shared_experts.w1", L.sh_w1);
+    put_linear(t, f + ".shared_experts.w2", L.sh_w2);
+    put_linear(t, f + ".shared_experts.w3", L.sh_w3);
+  }
+  return t;
+}
+
+void expect_same(const DeviceBuffer& a, const DeviceBuffer& b, const std::string& what) {
+  ASSERT_EQ(a.bytes(), b.bytes()) << what;
+  EXPECT_TRUE(host(a) == host(b)) << what << ": contents differ";
+}
+void expect_same(const GpuLinear& a, const GpuLinear& b, const std::string& what) {
+  EXPECT_EQ(a.fp8, b.fp8) << what;
+  EXPECT_EQ(a.scale_f32, b.scale_f32) << what;
+  EXPECT_EQ(a.n, b.n) << what;
+  EXPECT_EQ(a.k, b.k) << what;
+  expect_same(a.data, b.data, what);
+  expect_same(a.scale, b.scale, what + " scale");
+}
+void expect_same(const v4gpu::GpuHc& a, const v4gpu::GpuHc& b, const std::string& what) {
+  expect_same(a.fn, b.fn, what + " fn");
+  expect_same(a.base, b.base, what + " base");
+  expect_same(a.scale, b.scale, what + " scale");
+}
+void expect_same(const v4gpu::GpuCompressor& a, const v4gpu::GpuCompressor& b, const std::string& what) {
+  EXPECT_EQ(a.ratio, b.ratio) << what;
+  EXPECT_EQ(a.width, b.width) << what;
+  EXPECT_EQ(a.overlap, b.overlap) << what;
+  expect_same(a.wkv, b.wkv, what + ".wkv");
+  expect_same(a.wgate, b.wgate, what + ".wgate");
+  expect_same(a.ape, b.ape, what + ".ape");
+  expect_same(a.norm, b.norm, what + ".norm");
+}
+// Expert pointers as offsets into each expert's blob.
+std::vector<int64_t> ptr_offsets(const v4gpu::GpuLayer& L) {
+  std::vector<cuda::ExpertPtrs> p(L.experts.size());
+  EXPECT_EQ(L.expert_ptrs.bytes(), p.size() * sizeof(cuda::ExpertPtrs));
+  EXPECT_TRUE(cuda::copy_to_host(p.data(), L.expert_ptrs.get(), L.expert_ptrs.bytes()));
+  std::vector<int64_t> off;
+  for (size_t e = 0; e < p.size(); ++e) {
+    const auto* base = L.experts[e].as<uint8_t>();
+    for (const uint8_t* q : {p[e].w1, p[e].s1, p[e].w3, p[e].s3, p[e].w2, p[e].s2}) off.push_back(q - base);
+  }
+  return off;
+}
+
+void expect_same(const GpuWeights& a, const GpuWeights& b) {
+  EXPECT_EQ(a.bytes, b.bytes);
+  expect_same(a.embed, b.embed, "embed");
+  expect_same(a.head, b.head, "head");
+  expect_same(a.norm, b.norm, "norm");
+  expect_same(a.hc_head, b.hc_head, "hc_head");
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t l = 0; l < a.layers.size(); ++l) {
+    const v4gpu::GpuLayer &x = a.layers[l], &y = b.layers[l];
+    const std::string p = "layer " + std::to_string(l) + " ";
+    EXPECT_EQ(x.kind, y.kind) << p;
+    EXPECT_EQ(x.ratio, y.ratio) << p;
+    EXPECT_EQ(x.hash, y.hash) << p;
+    EXPECT_EQ(x.has_compressor, y.has_compressor) << p;
+    EXPECT_EQ(x.has_indexer, y.has_indexer) << p;
+    expect_same(x.hc_attn, y.hc_attn, p + "hc_attn");
+    expect_same(x.hc_ffn, y.hc_ffn, p + "hc_ffn");
+    expect_same(x.attn_norm, y.attn_norm, p + "attn_norm");
+    expect_same(x.ffn_norm, y.ffn_norm, p + "ffn_norm");
+    expect_same(x.q_norm, y.q_norm, p + "q_norm");
+    expect_same(x.kv_norm, y.kv_norm, p + "kv_norm");
+    expect_same(x.sinks, y.sinks, p + "sinks");
+    expect_same(x.inv_freq, y.inv_freq, p + "inv_freq");
+    expect_same(x.wq_a, y.wq_a, p + "wq_a");
+    expect_same(x.wq_b, y.wq_b, p + "wq_b");
+    expect_same(x.wkv, y.wkv, p + "wkv");
+    expect_same(x.wo_a, y.wo_a, p + "wo_a");
+    expect_same(x.wo_b, y.wo_b, p + "wo_b");
+    expect_same(x.cmp, y.cmp, p + "compressor");
+    expect_same(x.icmp, y.icmp, p + "indexer.compressor");
+    expect_same(x.idx_wq_b, y.idx_wq_b, p + "indexer.wq_b");
+    expect_same(x.weights_proj, y.weights_proj, p + "weights_proj");
+    expect_same(x.gate, y.gate, p + "gate");
+    expect_same(x.bias, y.bias, p + "bias");
+    expect_same(x.tid2eid, y.tid2eid, p + "tid2eid");
+    ASSERT_EQ(x.experts.size(), y.experts.size()) << p;
+    for (size_t e = 0; e < x.experts.size(); ++e) expect_same(x.experts[e], y.experts[e], p + "expert " + std::to_string(e));
+    EXPECT_EQ(ptr_offsets(x), ptr_offsets(y)) << p;
+    expect_same(x.sh_w1, y.sh_w1, p + "shared w1");
+    expect_same(x.sh_w2, y.sh_w2, p + "shared w2");
+    expect_same(x.sh_w3, y.sh_w3, p + "shared w3");
+  }
+}
+
+std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {
+  std::vector<int32_t> t(n);
+  uint32_t x = seed;
+  for (auto& v : t) x = x * 1664525u + 1013904223u, v = static_cast<int32_t>(2 + (x >> 8) % (vocab - 2));
+  return t;
+}
+
+/// Prefill `prompt` (all logits) then `steps` one-token decode steps: every logits row, in order.
+std::vector<float> run(Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& next) {
+  std::unique_ptr<ModelState> st = m.new_state();
+  EXPECT_TRUE(st);
+  if (!st) return {};
+  std::vector<float> all;
+  v4::ForwardOutput out;
+  ModelInput in{st.get(), prompt, true};
+  Status s = m.forward(std::span<const ModelInput>(&in, 1), out);
+  EXPECT_TRUE(s.is_ok()) << s.to_string();
+  all.insert(all.end(), out.logits.begin(), out.logits.end());
+  for (size_t i = 0; i < next.size() && s.is_ok(); ++i) {
+    in = {st.get(), std::span<const int32_t>(&next[i], 1), false};
+    s = m.forward(std::span<const ModelInput>(&in, 1), out);
+    EXPECT_TRUE(s.is_ok()) << s.to_string();
+    all.insert(all.end(), out.logits.begin(), out.logits.end());
+  }
+  return all;
+}
+
+void expect_sane_logits(const std::vector<float>& logits, int64_t vocab, int64_t rows) {
+  ASSERT_EQ(static_cast<int64_t>(logits.size()), rows * vocab);
+  for (int64_t r = 0; r < rows; ++r) {
+    double sum = 0, sq = 0, lo = 1e30, hi = -1e30;
+    int64_t bad = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      const float x = logits[r * vocab + v];
+      if (!std::isfinite(x)) ++bad;
+      sum += x, sq += double(x) * x, lo = std::min<double>(lo, x), hi = std::max<double>(hi, x);
+    }
+    ASSERT_EQ(bad, 0) << "row " << r << ": " << bad << " non-finite logits";
+    const double mean = sum / vocab, sd = std::sqrt(std::max(0.0, sq / vocab - mean * mean));
+    EXPECT_GT(hi - lo, 0.0) << "row " << r << ": all logits equal";
+    EXPECT_GT(sd, 1e-3) << "row " << r << ": logits (nearly) constant, sd " << sd;
+    EXPECT_LT(sd, 1e4) << "row " << r << ": logits blew up, sd " << sd;
+  }
+  // Rows differ from each other (the model reads its input).
+  EXPECT_FALSE(std::equal(logits.begin(), logits.begin() + vocab, logits.end() - vocab)) << "first and last rows equal";
+}
+
+class V4Synthetic : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  }
+};
+
+TEST_F(V4Synthetic, SameStructAsUpload) {
+  auto cfg = v4::flash_config(4, 16);
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  cfg->vocab_size = 4096;  // a small embed / head for the checkpoint on disk
+  auto syn = GpuWeights::synthetic(*cfg, 77);
+  ASSERT_TRUE(syn.is_ok()) << syn.status().to_string();
+  ASSERT_EQ(syn->layers.size(), 4u);
+  EXPECT_EQ(syn->layers[2].kind, v4::AttnKind::kCsa);
+  EXPECT_EQ(syn->layers[3].kind, v4::AttnKind::kHca);
+  TempDir dir("v4-synthetic");
+  nlohmann::json j = v4::flash_config_json(4, 16);
+  j["vocab_size"] = 4096;
+  testing::write_model_dir(dir.path, j, to_tensors(*syn, *cfg));
+  auto loaded = v4gpu::V4GpuModel::load(dir.path);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().to_string();
+  expect_same(*syn, (*loaded)->weights());
+
+  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 77);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  expect_same(*syn, (*model)->weights());  // deterministic in the seed
+  const std::vector<int32_t> prompt = tokens(200, 4096, 5), next = tokens(4, 4096, 6);
+  const std::vector<float> a = run(**model, prompt, next), b = run(**loaded, prompt, next);
+  expect_sane_logits(a, 4096, 204);
+  EXPECT_TRUE(a == b) << "synthetic and uploaded models give different logits";
+}
+
+TEST_F(V4Synthetic, RealShapesRun) {
+  for (int64_t layers : {2, 4}) {
+    SCOPED_TRACE("layers " + std::to_string(layers));
+    auto cfg = v4::flash_config(layers, 16);
+    ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+    auto model = v4gpu::V4GpuModel::synthetic(*cfg, 1);
+    ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+    const int64_t V = cfg->vocab_size;
+    ASSERT_EQ(V, 129280);
+    const std::vector<int32_t> prompt = tokens(300, V, 11), next = tokens(6, V, 12);
+    const std::vector<float> a = run(**model, prompt, next);
+    expect_sane_logits(a, V, 306);
+    EXPECT_TRUE(a == run(**model, prompt, next)) << "two fresh states give different logits";
+    if (layers == 2) {
+      auto other = v4gpu::V4GpuModel::synthetic(*cfg, 2);
+      ASSERT_TRUE(other.is_ok()) << other.status().to_string();
+      const std::vector<float> c = run(**other, prompt, next);
+      ASSERT_EQ(c.size(), a.size());
+      EXPECT_FALSE(c == a) << "another seed gives the same logits";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deepinfer

@@ -1,0 +1,71 @@
+// `deepinfer bench` argument errors through the built binary: --synthetic without --device cuda,
+// a bad --synthetic spelling, both or neither of MODEL_DIR and --synthetic are usage errors (exit
+// code 2, a message on stderr naming the problem), checked before any device is touched, so they
+// hold on machines without a GPU. One well-formed CPU run first, so a binary that always fails
+// can't pass.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "tests/util/checkpoint_writer.h"
+
+namespace deepinfer {
+namespace {
+
+using namespace deepinfer::testing;
+
+struct CliRun {
+  int exit_code;
+  std::string out, err;
+};
+
+class CliBench : public ::testing::Test {
+ protected:
+  CliRun bench(const std::string& args) {
+    const std::string out = dir_.path + "/stdout", err = dir_.path + "/stderr";
+    const std::string cmd = std::string("'") + DI_CLI_PATH + "' bench " + args + " > '" + out + "' 2> '" + err + "'";
+    const int st = std::system(cmd.c_str());
+    return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), read_file(out), read_file(err)};
+  }
+  void expect_usage_error(const std::string& args, const std::string& needle) {
+    const CliRun r = bench(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": '" << needle << "' not in stderr: " << r.err;
+  }
+
+  static std::string tiny() { return "'" + fixture_dir("tiny-v4-a") + "'"; }
+
+  TempDir dir_{"cli-bench"};
+};
+
+TEST_F(CliBench, CpuCheckpointRuns) {
+  const CliRun r = bench(tiny() + " --prompt-len 4 --gen-len 2 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("decode"), std::string::npos) << r.out;
+}
+
+TEST_F(CliBench, SyntheticNeedsDeviceCuda) {
+  expect_usage_error("--synthetic v4-flash", "--device cuda");
+  expect_usage_error("--synthetic v4-flash-ep8 --device cpu", "--device cuda");
+  expect_usage_error("--synthetic v4-flash:2:16", "--device cuda");
+}
+
+TEST_F(CliBench, BadSyntheticSpec) {
+  expect_usage_error("--synthetic v4-flash:0 --device cuda", "1..43");
+  expect_usage_error("--synthetic v4-flash:44 --device cuda", "1..43");
+  expect_usage_error("--synthetic foo --device cuda", "unknown model");
+  expect_usage_error("--synthetic v4-flash:4:0 --device cuda", "1..256");
+  expect_usage_error("--synthetic v4-flash:4:257 --device cuda", "1..256");
+  expect_usage_error("--synthetic v4-flash:x --device cuda", "LAYERS");
+  expect_usage_error("--synthetic v4-flash:0", "1..43");  // the spec first, then the device
+}
+
+TEST_F(CliBench, ModelDirXorSynthetic) {
+  expect_usage_error("", "--synthetic");
+  expect_usage_error(tiny() + " --synthetic v4-flash --device cuda", "not both");
+}
+
+}  // namespace
+}  // namespace deepinfer
