@@ -397,7 +397,6 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   DI_ASSIGN_OR_RETURN(float* Xr, buf<float>(kXr, a.head_rows * n * d));
   DI_ASSIGN_OR_RETURN(float* hin, buf<float>(kHin, a.head_rows * d));
   DI_ASSIGN_OR_RETURN(float* hn, buf<float>(kHn, a.head_rows * d));
-  DI_ASSIGN_OR_RETURN(a.logits, buf<float>(kLogits, a.head_rows * V));
   if (a.Nd > 0)  // decode rows 0..Nd-1 are logits rows 0..Nd-1
     DI_CUDA_TRY(dc::copy_device_to_device(Xr, a.X, static_cast<size_t>(a.Nd * n * d) * 4, stream_));
   for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
@@ -461,6 +460,8 @@ Status Forward::alloc_acts(Acts& a) {
   DI_ASSIGN_OR_RETURN(a.su, buf<float>(kSu, T * I));
   DI_ASSIGN_OR_RETURN(a.sa, buf<float>(kSa, T * I));
   DI_ASSIGN_OR_RETURN(a.sy, buf<float>(kSy, T * d));
+  // Set here, not in head(): a replayed graph runs no host code.
+  DI_ASSIGN_OR_RETURN(a.logits, buf<float>(kLogits, a.head_rows * c_.vocab_size));
   return Status::ok();
 }
 
