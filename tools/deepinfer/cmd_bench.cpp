@@ -5,7 +5,8 @@
 // memory floor next to it: on cpu every checkpoint byte over the measured host copy bandwidth; on
 // cuda DecodeBytes (dense weights once, the batch's expected distinct routed experts, the state
 // read at the mean decode context) over the device copy bandwidth measured in the same run.
-// On cuda an untimed warm-up pass runs first (--no-warmup: none). Prints a table and optionally
+// Prompts prefill in chunks (--prefill-chunk); on cuda one-time costs are taken untimed first
+// (--no-warmup: none). Prints a table and optionally
 // writes JSON for bench/results/.
 #include <chrono>
 #include <cstdio>
@@ -51,6 +52,7 @@ struct BenchArgs {
   int64_t prompt_len = 64, gen_len = 32, batch = 1;
   int threads = 0;
   bool warmup = true;
+  int64_t prefill_chunk = 8192;
   std::string device = "cpu";
 };
 
@@ -60,8 +62,8 @@ int usage_error(const std::string& msg) {
 }
 
 int run_bench(const BenchArgs& a) {
-  if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0)
-    return usage_error("--prompt-len and --batch must be > 0, --gen-len >= 0");
+  if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
+    return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
@@ -103,40 +105,49 @@ int run_bench(const BenchArgs& a) {
     p.resize(a.prompt_len);
     for (auto& t : p) t = tok(rng);
   }
-  // One pass: the prompts prefilled together, then gen_len decode steps of the whole batch.
+  // Prefill: each prompt in forwards of at most --prefill-chunk tokens (the engine's chunked
+  // prefill; the activations of a whole batch of long prompts would not fit at once). Then
+  // gen_len decode steps of the whole batch. On cuda the one-time costs (workspace growth,
+  // cuBLASLt plans, decode graph capture) are taken untimed first: one chunk on a throwaway state
+  // and 2 decode steps before the timed ones (--no-warmup: none).
+  const bool warm = !cpu && a.warmup;
   double prefill_s = 0, decode_s = 0;
-  auto pass = [&](int64_t steps) -> Status {
+  auto run = [&]() -> Status {
+    v4::ForwardOutput out;
+    if (warm) {
+      std::unique_ptr<ModelState> w = m.new_state();
+      if (!w) return Status::resource_exhausted("no memory for sequence state");
+      ModelInput in{w.get(), std::span<const int32_t>(prompts[0]).first(std::min(a.prompt_len, a.prefill_chunk)), false};
+      DI_TRY(m.forward(std::span<const ModelInput>(&in, 1), out));
+    }
     std::vector<std::unique_ptr<ModelState>> states;
     std::vector<ModelInput> batch;
+    const double t0 = now_s();
     for (auto& p : prompts) {
       states.push_back(m.new_state());
       if (!states.back()) return Status::resource_exhausted("no memory for sequence state");
-      batch.push_back({states.back().get(), p, false});
+      for (int64_t at = 0; at < a.prompt_len; at += a.prefill_chunk) {
+        ModelInput in{states.back().get(),
+                      std::span<const int32_t>(p).subspan(at, std::min(a.prefill_chunk, a.prompt_len - at)), false};
+        DI_TRY(m.forward(std::span<const ModelInput>(&in, 1), out));
+      }
+      batch.push_back({states.back().get(), {}, false});
     }
-    v4::ForwardOutput out;
-    const double t0 = now_s();
-    DI_TRY(m.forward(batch, out));
     prefill_s = now_s() - t0;
     std::vector<int32_t> next(a.batch);
-    decode_s = 0;
-    for (int64_t step = 0; step < steps; ++step) {
+    const int64_t untimed = warm ? std::min<int64_t>(a.gen_len, 2) : 0;
+    for (int64_t step = 0; step < untimed + a.gen_len; ++step) {
       for (int64_t b = 0; b < a.batch; ++b) {
         next[b] = tok(rng);
         batch[b].tokens = std::span<const int32_t>(&next[b], 1);
       }
       const double t1 = now_s();
       DI_TRY(m.forward(batch, out));
-      decode_s += now_s() - t1;
+      if (step >= untimed) decode_s += now_s() - t1;
     }
     return Status::ok();
   };
-  // On cuda a first, untimed pass (2 decode steps) takes the one-time costs: workspace growth,
-  // cuBLASLt plans, decode graph captures.
-  if (!cpu && a.warmup) {
-    Status w = pass(std::min<int64_t>(a.gen_len, 2));
-    if (!w.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", w.to_string().c_str()), 1;
-  }
-  Status s = pass(a.gen_len);
+  Status s = run();
   if (!s.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", s.to_string().c_str()), 1;
   const double step_ms = a.gen_len ? decode_s / a.gen_len * 1e3 : 0;
   const double prefill_tps = a.batch * a.prompt_len / prefill_s;
@@ -187,7 +198,8 @@ int run_bench(const BenchArgs& a) {
                      {"decode_floor_ms", floor_ms},
                      {"decode_floor_bytes", floor_bytes},
                      {"decode_floor_counts", floor_counts},
-                     {"warmup_pass", !cpu && a.warmup},
+                     {"warmup", warm},
+                     {"prefill_chunk", a.prefill_chunk},
                      {"devices", list_devices()}};
     if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
                                      {"seed", a.seed}};
@@ -209,6 +221,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "v4-flash[:LAYERS[:EXPERTS]] (LAYERS 1..43, default 4; EXPERTS 1..256, default 256) or "
                 "v4-flash-ep8 (43 layers, 32 experts)");
   b->add_option("--seed", a->seed, "seed of the synthetic weights");
+  b->add_option("--prefill-chunk", a->prefill_chunk, "most prompt tokens per prefill forward");
   b->add_flag("!--no-warmup", a->warmup, "--device cuda: time the first pass too (no untimed warm-up pass)");
   b->add_option("--prompt-len", a->prompt_len, "prompt tokens per sequence");
   b->add_option("--gen-len", a->gen_len, "decode steps");
