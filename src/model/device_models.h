@@ -38,4 +38,14 @@ struct DecodeBytes {
 /// DecodeBytes of a model load_cuda_model / synthetic_cuda_model made; an error for other models.
 Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t context);
 
+/// Where a CUDA model's forwards spent their wall time, summed since the last reset: host
+/// preparation (inputs packed, state room reserved, uploaded), the device's work (launch to
+/// stream done; graph-replayed steps counted apart) and the logits' copy back to the host.
+struct StepTimes {
+  int64_t steps = 0, graph_steps = 0;
+  double host_s = 0, device_s = 0, logits_s = 0;
+};
+/// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
+Result<StepTimes> cuda_step_times(Model& m, bool reset);
+
 }  // namespace deepinfer

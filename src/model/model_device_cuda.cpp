@@ -52,4 +52,12 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& model, int64_t batch, int64_t
   return b;
 }
 
+Result<StepTimes> cuda_step_times(Model& model, bool reset) {
+  auto* m = dynamic_cast<v4gpu::V4GpuModel*>(&model);
+  if (!m) return Status::invalid_argument("step times are kept by the deepseek_v4 CUDA model only");
+  const StepTimes t = m->step_times();
+  if (reset) m->reset_step_times();
+  return t;
+}
+
 }  // namespace deepinfer

@@ -19,4 +19,8 @@ Result<DecodeBytes> cuda_decode_bytes(const Model&, int64_t, int64_t) {
   return Status::unsupported("the decode floor of a CUDA model needs the CUDA backend");
 }
 
+Result<StepTimes> cuda_step_times(Model&, bool) {
+  return Status::unsupported("step times of a CUDA model need the CUDA backend");
+}
+
 }  // namespace deepinfer

@@ -141,6 +141,7 @@ int run_bench(const BenchArgs& a) {
         next[b] = tok(rng);
         batch[b].tokens = std::span<const int32_t>(&next[b], 1);
       }
+      if (!cpu && step == untimed) (void)cuda_step_times(m, true);  // the timed steps' parts only
       const double t1 = now_s();
       DI_TRY(m.forward(batch, out));
       if (step >= untimed) decode_s += now_s() - t1;
@@ -171,6 +172,11 @@ int run_bench(const BenchArgs& a) {
                    "(window rings, compressed KV kept, indexer keys) at context " +
                    std::to_string(a.prompt_len + a.gen_len / 2) + "; not activations, logits or launch gaps";
   }
+  StepTimes parts;
+  if (!cpu && a.gen_len > 0) {
+    auto t = cuda_step_times(m, false);
+    if (t.is_ok()) parts = *t;
+  }
   const double floor_ms = bw > 0 ? floor_bytes / (bw * 1e9) * 1e3 : 0.0;
   std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", model_name.c_str(),
               a.device.c_str(), (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len,
@@ -181,6 +187,12 @@ int run_bench(const BenchArgs& a) {
   if (!cpu)
     std::printf("floor bytes: dense %.1f MB + routed experts %.1f MB + state %.1f MB (%s)\n", db.dense / 1e6,
                 db.experts / 1e6, db.state / 1e6, floor_counts.c_str());
+  const double per = parts.steps ? 1e3 / static_cast<double>(parts.steps) : 0.0;
+  if (parts.steps)
+    std::printf("decode step parts: host preparation %.3f ms, device %.3f ms, logits to host %.3f ms "
+                "(%lld of %lld steps replayed from a CUDA graph)\n",
+                parts.host_s * per, parts.device_s * per, parts.logits_s * per, (long long)parts.graph_steps,
+                (long long)parts.steps);
   if (!a.json_out.empty()) {
     nlohmann::json j{{"model_dir", a.model_dir},
                      {"model", model_name},
@@ -198,6 +210,12 @@ int run_bench(const BenchArgs& a) {
                      {"decode_floor_ms", floor_ms},
                      {"decode_floor_bytes", floor_bytes},
                      {"decode_floor_counts", floor_counts},
+                     {"decode_step_parts_ms",
+                      {{"host", parts.host_s * per},
+                       {"device", parts.device_s * per},
+                       {"logits_to_host", parts.logits_s * per},
+                       {"graph_steps", parts.graph_steps},
+                       {"steps", parts.steps}}},
                      {"warmup", warm},
                      {"prefill_chunk", a.prefill_chunk},
                      {"devices", list_devices()}};

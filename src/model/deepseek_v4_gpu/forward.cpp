@@ -1,6 +1,7 @@
 #include "model/deepseek_v4_gpu/forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "backend/cuda/compress_ops.h"
@@ -490,6 +491,9 @@ Status Forward::ensure_stream() {
 
 Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets) {
   DI_TRY(ensure_stream());
+  using Clock = std::chrono::steady_clock;
+  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
+  const auto t_begin = Clock::now();
   const int64_t W = c_.window;
   // Processing order: the decoding sequences (one token) first, as rows 0..Nd-1.
   std::vector<size_t> order;
@@ -592,6 +596,8 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
              static_cast<long long>(a.Nd), why.c_str());
     }
   }
+  const auto t_launch = Clock::now();
+  const bool replayed = it != graphs_.end();
   if (it != graphs_.end()) {
     DI_CUDA_TRY(dc::graph_launch(it->second, stream_));
     ++graph_replays_;
@@ -600,6 +606,8 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     if (graph) ++seen_[key];
   }
 
+  DI_CUDA_TRY(dc::stream_synchronize(stream_));
+  const auto t_done = Clock::now();
   // Logits back in the batch's order: one copy when the processing order is the batch's,
   // else one copy and the rows regrouped on the host.
   const int64_t V = c_.vocab_size;
@@ -624,6 +632,11 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     }
   }
   for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
+  ++times_.steps;
+  times_.graph_steps += replayed ? 1 : 0;
+  times_.host_s += secs(t_begin, t_launch);
+  times_.device_s += secs(t_launch, t_done);
+  times_.logits_s += secs(t_done, Clock::now());
   return Status::ok();
 }
 

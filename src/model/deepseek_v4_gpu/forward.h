@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/deepseek_v4/config.h"
+#include "model/device_models.h"
 #include "model/deepseek_v4_gpu/decode_inputs.h"
 #include "model/deepseek_v4_gpu/device_buffer.h"
 #include "model/deepseek_v4_gpu/gpu_state.h"
@@ -38,6 +39,8 @@ class Forward {
   /// Steps replayed from a graph so far, and graphs captured.
   int64_t graph_replays() const { return graph_replays_; }
   int64_t graphs_captured() const { return graphs_captured_; }
+  const StepTimes& times() const { return times_; }
+  void reset_times() { times_ = {}; }
 
  private:
   struct Acts;
@@ -71,6 +74,7 @@ class Forward {
   std::set<std::pair<int64_t, int64_t>> uncapturable_;   // shapes whose capture failed
   uint64_t graph_generation_ = 0;                        // scratch_.generation() the graphs were captured at
   int64_t graph_replays_ = 0, graphs_captured_ = 0;
+  StepTimes times_;
 };
 
 }  // namespace deepinfer::v4gpu

@@ -49,6 +49,8 @@ V4GpuModel::~V4GpuModel() = default;
 void V4GpuModel::set_decode_graphs(bool on) { fwd_->set_graphs(on); }
 int64_t V4GpuModel::decode_graph_replays() const { return fwd_->graph_replays(); }
 int64_t V4GpuModel::decode_graphs_captured() const { return fwd_->graphs_captured(); }
+StepTimes V4GpuModel::step_times() const { return fwd_->times(); }
+void V4GpuModel::reset_step_times() { fwd_->reset_times(); }
 
 Result<std::unique_ptr<V4GpuModel>> V4GpuModel::load(const std::string& dir, const LoadOptions& opt) {
   DI_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(dir));

@@ -24,6 +24,7 @@
 #include "model/deepseek_v4/config.h"
 #include "model/deepseek_v4_gpu/gpu_state.h"
 #include "model/deepseek_v4_gpu/gpu_weights.h"
+#include "model/device_models.h"
 #include "model/model.h"
 
 namespace deepinfer::v4gpu {
@@ -51,6 +52,9 @@ class V4GpuModel final : public Model {
   /// Steps replayed from a graph so far, and graphs captured.
   int64_t decode_graph_replays() const;
   int64_t decode_graphs_captured() const;
+  /// Wall time of the forwards by part (model/device_models.h), since the last reset.
+  StepTimes step_times() const;
+  void reset_step_times();
 
  private:
   V4GpuModel(v4::V4Config cfg, GpuWeights w);
