@@ -27,7 +27,8 @@ enum Slot : int {
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
 constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
 constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
-constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
+constexpr int32_t kDecodeSplit = 256;
+constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt  // decode attention's fixed split (default mode)
 
 bool kernels_ok(bool ok, const char* what, Status& st) {
   if (!ok) st = Status::internal(std::string("CUDA: ") + what + " failed: " + kernels_error());
@@ -70,6 +71,14 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * K));
     DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * K / 128));
     DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kFp8Ws, std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
+    const auto key = std::make_tuple(M, rows, K);
+    if (!c_.numerics.batch_invariant && M >= kLtMinRows && !lt_missing_.count(key)) {
+      // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
+      DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
+      DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, stream_));
+      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, stream_)) return Status::ok();
+      lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
+    }
     DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, stream_));
     if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
       DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, stream_));

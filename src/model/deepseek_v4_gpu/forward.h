@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 #include <span>
 #include <utility>
 #include <vector>
@@ -75,6 +76,7 @@ class Forward {
   uint64_t graph_generation_ = 0;                        // scratch_.generation() the graphs were captured at
   int64_t graph_replays_ = 0, graphs_captured_ = 0;
   StepTimes times_;
+  std::set<std::tuple<int64_t, int64_t, int64_t>> lt_missing_;  // (M, N, K) cuBLASLt has no FP8 plan for
 };
 
 }  // namespace deepinfer::v4gpu

@@ -61,6 +61,7 @@ Result<GpuLinear> upload_linear(const Weight& w, bool allow_fp8) {
     g.scale_f32 = true;
     DI_ASSIGN_OR_RETURN(g.scale, DeviceBuffer::upload(s, w.name + " scale"));
   }
+  DI_TRY(g.add_f32_scales());
   return g;
 }
 
@@ -236,6 +237,19 @@ cuda::Fp8Weight GpuLinear::fp8_rows(int64_t r0, int64_t rows) const {
   w.scale_is_f32 = scale_f32;
   w.n = rows, w.k = k;
   return w;
+}
+
+cuda::Fp8Weight GpuLinear::lt_rows(int64_t r0, int64_t rows) const {
+  cuda::Fp8Weight w = fp8_rows(r0, rows);
+  if (!scale_f32) w.scale = scale32.as<float>() + (r0 / 128) * (k / 128), w.scale_is_f32 = true;
+  return w;
+}
+
+Status GpuLinear::add_f32_scales() {
+  if (!fp8 || scale_f32) return Status::ok();
+  DI_ASSIGN_OR_RETURN(scale32, DeviceBuffer::alloc(static_cast<size_t>((n / 128) * (k / 128)) * 4, "fp32 weight scales"));
+  if (!cuda::fp8_scales_to_f32(fp8_rows(0, n), scale32.as<float>())) return device_error("fp8_scales_to_f32");
+  return Status::ok();
 }
 
 Status check_gpu_config(const v4::V4Config& c) {

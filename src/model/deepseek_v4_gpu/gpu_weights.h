@@ -27,9 +27,14 @@ struct GpuLinear {
   bool scale_f32 = false;
   int64_t n = 0, k = 0;
   DeviceBuffer data, scale;
+  DeviceBuffer scale32;  // E8M0 scales widened to fp32 for the cuBLASLt path (empty when scale_f32)
   /// The FP8 weight's rows [r0, r0 + rows) (r0 and rows multiples of 128).
   cuda::Fp8Weight fp8_rows(int64_t r0, int64_t rows) const;
-  size_t bytes() const { return data.bytes() + scale.bytes(); }
+  /// The same rows with fp32 scales, as fp8_linear_lt takes them.
+  cuda::Fp8Weight lt_rows(int64_t r0, int64_t rows) const;
+  /// Fills scale32 from E8M0 scales (once, at load).
+  Status add_f32_scales();
+  size_t bytes() const { return data.bytes() + scale.bytes() + scale32.bytes(); }
 };
 
 struct GpuHc {  // one mHC site, fn [24, 4d] fp32, base [24], scale [3]

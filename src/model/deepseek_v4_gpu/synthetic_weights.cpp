@@ -47,6 +47,7 @@ class Gen {
     g.fp8 = true, g.n = n, g.k = k;
     DI_ASSIGN_OR_RETURN(g.data, rnd(n * k, RandomKind::kE4M3, 1.f, 0.f, what));
     DI_ASSIGN_OR_RETURN(g.scale, rnd((n / 128) * (k / 128), RandomKind::kE8M0, 120.f, 122.f, what + " scale"));
+    DI_TRY(g.add_f32_scales());
     return g;
   }
   Result<GpuLinear> bf16(int64_t n, int64_t k, float amp, const std::string& what) {
