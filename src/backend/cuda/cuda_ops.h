@@ -35,6 +35,12 @@ void host_free_pinned(void* p);
 void* stream_create();
 void stream_destroy(void* stream);
 bool stream_synchronize(void* stream);
+/// Events for ordering streams (no timing): `waiter` waits for the work `stream` had issued when
+/// the event was recorded. Captured into a graph as a fork / join of its branches.
+void* event_create();
+void event_destroy(void* event);
+bool event_record(void* event, void* stream);
+bool stream_wait_event(void* waiter, void* event);
 
 // ---- CUDA graphs: the ops issued on `stream` between begin and end, replayed as one launch ----
 /// Starts capturing `stream` (thread-local mode: other threads may keep using the device).

@@ -70,6 +70,22 @@ bool stream_synchronize(void* stream) {
   return check(cudaStreamSynchronize(detail::as_stream(stream)), "cudaStreamSynchronize");
 }
 
+void* event_create() {
+  cudaEvent_t e = nullptr;
+  if (!check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) return nullptr;
+  return e;
+}
+void event_destroy(void* event) {
+  if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+bool event_record(void* event, void* stream) {
+  return check(cudaEventRecord(static_cast<cudaEvent_t>(event), detail::as_stream(stream)), "cudaEventRecord");
+}
+bool stream_wait_event(void* waiter, void* event) {
+  return check(cudaStreamWaitEvent(detail::as_stream(waiter), static_cast<cudaEvent_t>(event), 0),
+               "cudaStreamWaitEvent");
+}
+
 bool graph_begin_capture(void* stream) {
   return check(cudaStreamBeginCapture(detail::as_stream(stream), cudaStreamCaptureModeThreadLocal),
                "cudaStreamBeginCapture");

@@ -63,61 +63,64 @@ struct Forward::Acts {
   float* logits = nullptr;        // [head_rows, vocab] (device)
 };
 
-Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y) {
+Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
+                       int lane) {
+  void* const s = st(lane);
   if (M <= 0) return Status::ok();
   const int64_t K = W.k;
   if (W.fp8) {
     const dc::Fp8Weight w = W.fp8_rows(r0, rows);
-    DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * K));
-    DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * K / 128));
-    DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kFp8Ws, std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
+    DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(ls(kQ8, lane), M * K));
+    DI_ASSIGN_OR_RETURN(float* qs, buf<float>(ls(kQs, lane), M * K / 128));
+    DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kFp8Ws, lane), std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
     const auto key = std::make_tuple(M, rows, K);
     if (!c_.numerics.batch_invariant && M >= kLtMinRows && !lt_missing_.count(key)) {
       // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
-      DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
-      DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, stream_));
-      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, stream_)) return Status::ok();
+      DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
+      DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
+      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s)) return Status::ok();
       lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
     }
-    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, stream_));
+    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
     if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
-      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, stream_));
+      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, s));
     } else {
-      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws, stream_));
+      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws, s));
     }
     return Status::ok();
   }
-  return linear_bf16(x, x_bf16, M, W, r0, rows, y);
+  return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane);
 }
 
 // bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
 // always finds a plan), or in batch-invariant mode exactly kBiRows per call, so cuBLASLt sees one
 // shape and picks one algorithm whatever M is. A short call is padded; pad rows' outputs dropped.
 Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
-                            float* y) {
+                            float* y, int lane) {
+  void* const s = st(lane);
   const int64_t K = W.k;
   const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
   const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
-  DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(kLtWs, dc::fp8_linear_lt_workspace_bytes()));
+  DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
   for (int64_t m0 = 0; m0 < M; m0 += call) {
     const int64_t m = std::min(call, M - m0);
     const uint16_t* xc = static_cast<const uint16_t*>(x) + m0 * K;  // used as is when bf16 and full
     if (!x_bf16 || m != call) {
-      DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(kX16, call * K));
+      DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(ls(kX16, lane), call * K));
       if (x_bf16) {
-        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2, stream_));
+        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2, s));
       } else {
-        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K, stream_));
+        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K, s));
       }
       xc = xb;
     }
     float* yc = y + m0 * rows;
     if (m != call) {
-      DI_ASSIGN_OR_RETURN(yc, buf<float>(kYPad, call * rows));
+      DI_ASSIGN_OR_RETURN(yc, buf<float>(ls(kYPad, lane), call * rows));
     }
-    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws, stream_));
+    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws, s));
     if (m != call)
-      DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4, stream_));
+      DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4, s));
   }
   return Status::ok();
 }
@@ -247,22 +250,42 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
 // The Nd decoding sequences (rows 0..Nd-1) of layer l in one launch per op. Each query reads its
 // ring in position order (the same rows and order as attention_seq's contiguous rows); in
 // batch-invariant mode with one split, so a token gets the same bits whichever path computes it.
-Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a) {
-  const int64_t Bd = dec.n, D = c_.head_dim, W = c_.window, d = c_.hidden;
+// decode_compress and decode_index run on side streams (attention() forks them); the ring rows
+// are written on the K=V lane; attention_decode runs after the join.
+Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane) {
+  if (!L.has_compressor) return Status::ok();
+  const int64_t Bd = dec.n, nr = std::max(Bd, kBf16MinRows);
   const float eps = static_cast<float>(c_.rms_eps);
-  const bool rr = c_.numerics.reference_rounding;
+  DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
+  DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
+  DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv, lane));
+  DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate, lane));
+  dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps,
+                                             c_.numerics.reference_rounding ? 1 : 0);
+  set_decode(q, dec.layers[l].kv, dec, a.pos);
+  DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
+  return Status::ok();
+}
+
+Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane) {
+  const int64_t Bd = dec.n, nr = std::max(Bd, kBf16MinRows), Hi = c_.index_n_heads;
+  const float eps = static_cast<float>(c_.rms_eps);
+  DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
+  DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
+  DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
+  DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv, lane));
+  DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate, lane));
+  dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps,
+                                             c_.numerics.reference_rounding ? 2 : 0);
+  set_decode(q, dec.layers[l].index, dec, a.pos);
+  DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
+  DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, lane));
+  return Status::ok();
+}
+
+Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a) {
+  const int64_t Bd = dec.n, W = c_.window;
   const DecodeLayerPtrs& P = dec.layers[l];
-  DI_CUDA_TRY(dc::rows_to_rings(a.kv, Bd, D, P.rings, a.pos, W, stream_));  // position p at slot p % W
-  const int64_t nr = std::max(Bd, kBf16MinRows);
-  if (L.has_compressor) {
-    DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
-    DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
-    DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv));
-    DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate));
-    dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 1 : 0);
-    set_decode(q, P.kv, dec, a.pos);
-    DI_CUDA_TRY(dc::compressor_step(q, stream_));
-  }
   dc::DecodeAttnArgs t;
   t.q = a.q16, t.window_ptrs = P.rings, t.n_window = dec.nwin;
   t.sink = L.sinks.as<float>(), t.pos = a.pos, t.inv_freq = L.inv_freq.as<float>(), t.out = a.ao;
@@ -270,17 +293,9 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.entry_ptrs = P.kv_entries;
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim, K = c_.index_topk;
-    DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
-    DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
-    DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
+    DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, std::max(Bd, kBf16MinRows) * Hi));  // decode_index's
     DI_ASSIGN_OR_RETURN(int32_t* index, buf<int32_t>(kDIndex, Bd * K));
     DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kDNIndex, Bd));
-    DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv));
-    DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate));
-    dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 2 : 0);
-    set_decode(q, P.index, dec, a.pos);
-    DI_CUDA_TRY(dc::compressor_step(q, stream_));
-    DI_TRY(linear(a.xn, Bd, L.weights_proj, widx));
     dc::IndexerArgs x;
     x.q = a.qidx, x.w = widx, x.key_ptrs = P.index_keys;
     x.key_base = dec.zero64, x.n_visible = dec.nvis, x.out_base = dec.zero64, x.index = index, x.n_index = n_index;
@@ -300,7 +315,20 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.split_rows = c_.numerics.batch_invariant ? (t.max_rows + 63) / 64 * 64 : kDecodeSplit;
   DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
   DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
-  (void)d;
+  return Status::ok();
+}
+
+Status Forward::fork(int n) {
+  DI_CUDA_TRY(dc::event_record(fork_ev_, stream_));
+  for (int i = 0; i < n; ++i) DI_CUDA_TRY(dc::stream_wait_event(side_[i], fork_ev_));
+  return Status::ok();
+}
+
+Status Forward::join(int n) {
+  for (int i = 0; i < n; ++i) {
+    DI_CUDA_TRY(dc::event_record(join_ev_[i], side_[i]));
+    DI_CUDA_TRY(dc::stream_wait_event(stream_, join_ev_[i]));
+  }
   return Status::ok();
 }
 
@@ -313,25 +341,35 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
                          eps, hc_eps, static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, a.xin, a.hcws,
                          stream_));
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn, stream_));
-  // q: wq_a, q_norm, wq_b, per-head RMS (unweighted), RoPE on the last R dims.
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa));
   DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan, stream_));
+  // Independent paths on their own streams, joined before attention:
+  //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
+  //   lane 1  decode rows' KV compressor
+  //   lane 2  indexer queries (wq_b on the normed q-LoRA, RoPE, no norm) and the decode rows'
+  //           indexer-key compressor and head weights
+  //   main    q: wq_b, per-head RMS (unweighted), RoPE on the last R dims
+  DI_TRY(fork(kLanes));
+  DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0));
+  DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, st(0)));
+  DI_KERNEL_TRY(rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), st(0)));
+  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
+  if (dec.n > 0)  // position p at slot p % W
+    DI_CUDA_TRY(dc::rows_to_rings(a.kv, dec.n, D, dec.layers[l].rings, a.pos, c_.window, st(0)));
+  if (dec.n > 0) DI_TRY(decode_compress(L, l, dec, a, 1));
+  if (L.has_indexer) {
+    const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
+    DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2));
+    DI_KERNEL_TRY(rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
+                            L.inv_freq.as<float>(), st(2)));
+    if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
+  }
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
   DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb, stream_));
   DI_KERNEL_TRY(rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
                           L.inv_freq.as<float>(), stream_));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
-  // K=V row: wkv, kv_norm, RoPE.
-  DI_TRY(linear(a.xn, T, L.wkv, a.kv));
-  DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, stream_));
-  DI_KERNEL_TRY(rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), stream_));
-  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, stream_));
-  if (L.has_indexer) {  // indexer queries: wq_b on the normed q-LoRA, RoPE (no norm)
-    const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
-    DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx));
-    DI_KERNEL_TRY(rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
-                            L.inv_freq.as<float>(), stream_));
-  }
+  DI_TRY(join(kLanes));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
     DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
@@ -354,11 +392,12 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
                          static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_));
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h, stream_));
-  // Shared expert (FP8): w1, w3, clamped SwiGLU, w2.
-  DI_TRY(linear(a.h, T, L.sh_w1, a.sg));
-  DI_TRY(linear(a.h, T, L.sh_w3, a.su));
-  DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, stream_));
-  DI_TRY(linear(a.sa, T, L.sh_w2, a.sy));
+  // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
+  DI_TRY(fork(1));
+  DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0));
+  DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0));
+  DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
+  DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   // Routed experts (MXFP4), in chunks of rows (moe_build_groups' limit).
   const int64_t Tm = std::min(T, kMoeChunk), Rm = Tm * k;
   const int G = dc::moe_max_groups(Tm, k, E);
@@ -393,6 +432,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
     DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
+    if (t0 == 0) DI_TRY(join(1));
     DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));
   }
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
@@ -477,6 +517,8 @@ Status Forward::alloc_acts(Acts& a) {
 
 Forward::~Forward() {
   drop_graphs();
+  for (int i = 0; i < kLanes; ++i) dc::stream_destroy(side_[i]), dc::event_destroy(join_ev_[i]);
+  dc::event_destroy(fork_ev_);
   if (stream_) dc::stream_destroy(stream_);
 }
 
@@ -495,6 +537,13 @@ Status Forward::ensure_stream() {
   if (stream_) return Status::ok();
   stream_ = dc::stream_create();
   if (!stream_) return device_error("stream_create");
+  for (int i = 0; i < kLanes; ++i) {
+    side_[i] = dc::stream_create();
+    join_ev_[i] = dc::event_create();
+    if (!side_[i] || !join_ev_[i]) return device_error("stream_create / event_create");
+  }
+  fork_ev_ = dc::event_create();
+  if (!fork_ev_) return device_error("event_create");
   return Status::ok();
 }
 

@@ -47,11 +47,24 @@ class Forward {
   struct Acts;
   struct SeqIdx;
   Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
-  Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
-  Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y);
-  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y) { return linear(x, false, M, W, 0, W.n, y); }
+  // `lane`: -1 the main stream, 0..kLanes-1 a side stream (with its own GEMM workspaces).
+  Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
+                int lane = -1);
+  Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
+                     int lane = -1);
+  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1) {
+    return linear(x, false, M, W, 0, W.n, y, lane);
+  }
+  static constexpr int kLanes = 3;
+  void* st(int lane) const { return lane < 0 ? stream_ : side_[lane]; }
+  static int ls(int slot, int lane) { return lane < 0 ? slot : slot + 100 * (lane + 1); }  // a lane's own slot
+  /// Side streams 0..n-1 wait for the main stream's work so far / the main stream waits for them.
+  Status fork(int n);
+  Status join(int n);
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);
+  Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
+  Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
   Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
   Status moe(const GpuLayer& L, Acts& a);
@@ -69,6 +82,9 @@ class Forward {
   const GpuWeights& w_;
   Scratch scratch_;
   void* stream_ = nullptr;
+  void* side_[kLanes] = {};
+  void* fork_ev_ = nullptr;
+  void* join_ev_[kLanes] = {};
   bool graphs_on_ = true;
   std::map<std::pair<int64_t, int64_t>, void*> graphs_;  // (Nd, context bucket) -> executable graph
   std::map<std::pair<int64_t, int64_t>, int> seen_;      // shapes run eagerly so far
