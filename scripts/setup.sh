@@ -17,8 +17,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}"
 fi
-command -v node >/dev/null && command -v npm >/dev/null || {
-  echo "setup.sh: node and npm are required (tests/js: Unicode 16 data, ajv, openai, HF tokenizers)" >&2; exit 1; }
+# Node.js and npm (tests/js: Unicode 16 data for the build, ajv, openai, HF tokenizers): Debian's
+# packages unless a node is already installed (e.g. a newer one from elsewhere).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm
+fi
 npm ci --prefix tests/js --no-audit --no-fund --loglevel=error
 
 BUILD_DIR=${BUILD_DIR:-build}
