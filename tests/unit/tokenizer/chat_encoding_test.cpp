@@ -31,7 +31,7 @@ const Json& golden_cases() {
 }
 
 TEST(ChatGoldenTest, MatchesOfficialEncoderOutputs) {
-  ASSERT_EQ(golden_cases().size(), 8u);
+  ASSERT_EQ(golden_cases().size(), 11u);
   for (const Json& c : golden_cases()) {
     EXPECT_EQ(render(c["messages"], options_of(c)), c["expected"].get<std::string>()) << c["name"];
   }

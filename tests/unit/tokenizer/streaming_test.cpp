@@ -163,6 +163,16 @@ TEST(OutputParserTest, ParsesTheOfficialGoldenAssistantTurns) {
   EXPECT_EQ(last.reasoning_content, "Got the weather data. Let me format a nice response.");
   EXPECT_NE(last.content.find("22°C"), std::string::npos);
   EXPECT_TRUE(last.tool_calls.empty());
+
+  // Official case 2 (test_encoding_dsv4.py test_case_2): the last turn parses back, the first
+  // turn's reasoning is gone from the prompt.
+  ASSERT_EQ(cases[1]["name"], "v4_case2_thinking_drop_thinking");
+  const std::string p2 = cases[1]["expected"];
+  auto fin = parse_completion(p2.substr(p2.rfind(marker) + marker.size()), thinking_v4()).value();
+  EXPECT_EQ(fin.reasoning_content, "The user asks about the capital of France. It is Paris.");
+  EXPECT_EQ(fin.content, "The capital of France is Paris.");
+  EXPECT_TRUE(fin.tool_calls.empty());
+  EXPECT_EQ(p2.find("The user said hello"), std::string::npos);
 }
 
 TEST(OutputParserTest, V41SpacedTagsAndRawValues) {
