@@ -8,16 +8,21 @@
 
 namespace deepinfer {
 
-PrefixCache::PrefixCache(int64_t block_tokens, int64_t capacity_bytes)
-    : block_tokens_(block_tokens), capacity_bytes_(capacity_bytes) {
+uint64_t PrefixCache::xxh3_block_hash(std::span<const int32_t> block, uint64_t seed) {
+  return XXH3_64bits_withSeed(block.data(), block.size() * sizeof(int32_t), seed);
+}
+
+PrefixCache::PrefixCache(int64_t block_tokens, int64_t capacity_bytes, BlockHash hash)
+    : block_tokens_(block_tokens), capacity_bytes_(capacity_bytes), hash_(hash) {
   DI_CHECK(block_tokens > 0);
+  DI_CHECK(hash != nullptr);
 }
 
 uint64_t PrefixCache::chain_hash(std::span<const int32_t> tokens) const {
   uint64_t h = 0x9e3779b97f4a7c15ull;
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(block_tokens_)) {
     const size_t n = std::min(tokens.size() - i, static_cast<size_t>(block_tokens_));
-    h = XXH3_64bits_withSeed(tokens.data() + i, n * sizeof(int32_t), h);
+    h = hash_(tokens.subspan(i, n), h);
   }
   return h;
 }
@@ -28,7 +33,7 @@ PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, int64_t ma
   Hit best;
   uint64_t h = 0x9e3779b97f4a7c15ull;
   for (int64_t n = block_tokens_; n <= limit; n += block_tokens_) {
-    h = XXH3_64bits_withSeed(tokens.data() + n - block_tokens_, block_tokens_ * sizeof(int32_t), h);
+    h = hash_(tokens.subspan(static_cast<size_t>(n - block_tokens_), static_cast<size_t>(block_tokens_)), h);
     auto it = entries_.find(h);
     if (it == entries_.end()) continue;  // this boundary may have been evicted; longer ones may remain
     const Entry& e = it->second;

@@ -25,7 +25,12 @@ class PrefixCache {
     int64_t entries = 0, bytes = 0, lookups = 0, hits = 0, hit_tokens = 0, evictions = 0;
   };
 
-  PrefixCache(int64_t block_tokens, int64_t capacity_bytes);
+  /// Hash of one block of ids, chained on the previous block's hash (`seed`). The default is
+  /// xxh3; a test can pass a weak one to force collisions and check they only cost misses.
+  using BlockHash = uint64_t (*)(std::span<const int32_t> block, uint64_t seed);
+  static uint64_t xxh3_block_hash(std::span<const int32_t> block, uint64_t seed);
+
+  PrefixCache(int64_t block_tokens, int64_t capacity_bytes, BlockHash hash = &xxh3_block_hash);
 
   int64_t block_tokens() const { return block_tokens_; }
   /// The longest cached prefix of `tokens` whose length is at most `max_tokens`.
@@ -50,6 +55,7 @@ class PrefixCache {
   uint64_t chain_hash(std::span<const int32_t> tokens) const;
 
   int64_t block_tokens_, capacity_bytes_;
+  BlockHash hash_;
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> lru_;  // front: most recent
   Stats stats_;

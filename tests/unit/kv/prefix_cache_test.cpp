@@ -50,5 +50,32 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedOverBudget) {
   EXPECT_EQ(c.stats().entries, 0);
 }
 
+// Every block hashes to the same value, so every prefix of every length collides. The cache must
+// still only return a prefix whose stored ids equal the lookup's: a collision costs a miss.
+uint64_t constant_hash(std::span<const int32_t>, uint64_t) { return 42; }
+
+TEST(PrefixCache, HashCollisionIsAMissNeverAWrongHit) {
+  PrefixCache c(4, 1000, &constant_hash);
+  const auto a = seq(8, 0), b = seq(8, 100);
+  c.insert(std::span(a).subspan(0, 4), payload(1), 10);
+  EXPECT_EQ(c.lookup(a, 8).tokens, 4);  // the real entry is found
+  // Same hash at both boundaries of b, different ids: a miss, and the payload is not a's.
+  auto h = c.lookup(b, 8);
+  EXPECT_EQ(h.tokens, 0);
+  EXPECT_EQ(h.payload, nullptr);
+  EXPECT_FALSE(c.contains(std::span(b).subspan(0, 4)));
+  // a's 8-token prefix collides with its own 4-token entry (same hash, other length): a miss at 8.
+  EXPECT_FALSE(c.contains(a));
+  // The colliding newer prefix replaces the older one; looking up the old one now misses.
+  c.insert(std::span(b).subspan(0, 4), payload(2), 10);
+  EXPECT_EQ(c.stats().entries, 1);
+  EXPECT_EQ(c.stats().bytes, 10);
+  EXPECT_EQ(c.lookup(a, 8).tokens, 0);
+  h = c.lookup(b, 8);
+  EXPECT_EQ(h.tokens, 4);
+  EXPECT_EQ(value(h), 2);
+  EXPECT_EQ(c.stats().hits, 2);
+}
+
 }  // namespace
 }  // namespace deepinfer
