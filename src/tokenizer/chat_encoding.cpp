@@ -99,11 +99,62 @@ void render_tools(const Json& functions, bool v41, PromptBuilder& b) {
   b.plain("\n\nYou MUST strictly follow the above defined tool name and parameter schemas to invoke tool calls.\n");
 }
 
-Result<Json> tools_from_openai_format(const Json& tools) {
+// V4.1 (_tools_from_openai_format of encoding.py): a tool's name is qualified as
+// `namespace::name`. The namespace comes from the tool's (or its function's) "namespace" — a
+// string or {"name", "description"} — or from a `ns::name` spelling of the name itself; a
+// namespace description is prepended to the tool's description; the "namespace" key is not
+// rendered.
+Result<Json> v41_qualified_function(const Json& tool) {
+  Json fn = tool["function"];
+  if (!fn.is_object()) return Status::invalid_argument("tool \"function\" must be an object");
+  if (!get(tool, "namespace").is_null()) fn["namespace"] = tool["namespace"];
+  Json ns = get(fn, "namespace");
+  std::string ns_name;
+  bool has_ns = false;
+  if (ns.is_object()) {
+    if (!get(ns, "name").is_string()) return Status::invalid_argument("tool namespace without a string \"name\"");
+    ns_name = ns["name"].get<std::string>();
+    has_ns = true;
+  } else if (ns.is_string()) {
+    ns_name = ns.get<std::string>();
+    has_ns = true;
+  } else if (!ns.is_null()) {
+    return Status::invalid_argument("tool namespace must be a string or an object");
+  }
+  if (!get(fn, "name").is_string()) return Status::invalid_argument("tool without a string \"name\"");
+  std::string name = fn["name"].get<std::string>();
+  if (size_t sep = name.find("::"); sep != std::string::npos) {
+    std::string prefix = name.substr(0, sep);
+    if (has_ns && ns_name != prefix) {
+      return Status::invalid_argument("conflicting tool namespaces: " + ns_name + " != " + prefix);
+    }
+    ns_name = prefix;
+    has_ns = true;
+    name = name.substr(sep + 2);
+  }
+  if (name.find("::") != std::string::npos) return Status::invalid_argument("tool name must not contain '::': " + name);
+  if (has_ns && ns_name.find("::") != std::string::npos) {
+    return Status::invalid_argument("tool namespace must not contain '::': " + ns_name);
+  }
+  fn["name"] = has_ns ? ns_name + "::" + name : name;
+  fn.erase("namespace");
+  if (ns.is_object() && truthy(get(ns, "description"))) {
+    const Json& d = get(fn, "description");
+    fn["description"] = py_str(ns["description"]) + "\n" + (truthy(d) ? py_str(d) : std::string());
+  }
+  return fn;
+}
+
+Result<Json> tools_from_openai_format(const Json& tools, bool v41) {
   Json out = Json::array();
   for (const Json& t : tools) {
     if (!t.is_object() || !t.contains("function")) return Status::invalid_argument("tool without \"function\"");
-    out.push_back(t["function"]);
+    if (v41) {
+      DI_ASSIGN_OR_RETURN(Json fn, v41_qualified_function(t));
+      out.push_back(std::move(fn));
+    } else {
+      out.push_back(t["function"]);
+    }
   }
   return out;
 }
@@ -262,7 +313,8 @@ Status render_transition(size_t index, const Json& msg, const RenderContext& rc,
       b.special(rc.thinking() ? tokens::kThinkStart : tokens::kThinkEnd);
       b.special(token);
     }
-  } else if (role == "user" || role == "developer") {
+  } else if (role == "user" || (rc.v41() ? role == "system" && index > 0 : role == "developer")) {
+    // V4.1: a mid-conversation system message is a generation boundary like a user turn.
     b.special(tokens::kAssistant);
     bool think = rc.thinking() && (!rc.drop_thinking || static_cast<int64_t>(index) >= last_user);
     b.special(think ? tokens::kThinkStart : tokens::kThinkEnd);
@@ -272,11 +324,11 @@ Status render_transition(size_t index, const Json& msg, const RenderContext& rc,
 
 Status render_message(size_t index, const RenderContext& rc, PromptBuilder& b) {
   const Json& msg = rc.messages[index];
-  const int64_t last_user = chat::find_last_user_index(rc.messages);
+  const int64_t last_user = chat::find_last_user_index(rc.messages, rc.v41());
   const Json& role = get(msg, "role");
   Json functions = Json::array();
   if (truthy(get(msg, "tools"))) {
-    DI_ASSIGN_OR_RETURN(functions, tools_from_openai_format(msg["tools"]));
+    DI_ASSIGN_OR_RETURN(functions, tools_from_openai_format(msg["tools"], rc.v41()));
   }
   if (!rc.v41() && index == 0 && rc.thinking()) {
     const std::string& e = rc.opts.reasoning_effort;
@@ -339,8 +391,9 @@ Result<RenderedPrompt> render_chat(const Json& messages, const ChatEncodeOptions
     }
     size_t num_to_render = msgs.size(), context_len = ctx.size();
     if (opts.thinking_mode == ThinkingMode::kThinking && drop) {
-      full = chat::drop_thinking_messages(full);
-      num_to_render = full.size() - chat::drop_thinking_messages(ctx).size();
+      const bool v41 = opts.format == ChatFormat::kV41;
+      full = chat::drop_thinking_messages(full, v41);
+      num_to_render = full.size() - chat::drop_thinking_messages(ctx, v41).size();
       context_len = full.size() - num_to_render;
     }
     RenderContext rc{opts, full, drop};

@@ -100,16 +100,16 @@ void sort_tool_results_by_call_order(Json& messages) {
   }
 }
 
-int64_t find_last_user_index(const Json& messages) {
+int64_t find_last_user_index(const Json& messages, bool v41) {
   for (int64_t i = static_cast<int64_t>(messages.size()) - 1; i >= 0; --i) {
     const Json& role = get(messages[static_cast<size_t>(i)], "role");
-    if (role == "user" || role == "developer") return i;
+    if (v41 ? (role == "user" || (role == "system" && i > 0)) : (role == "user" || role == "developer")) return i;
   }
   return -1;
 }
 
-Json drop_thinking_messages(const Json& messages) {
-  const int64_t last_user = find_last_user_index(messages);
+Json drop_thinking_messages(const Json& messages, bool v41) {
+  const int64_t last_user = find_last_user_index(messages, v41);
   Json result = Json::array();
   int64_t idx = 0;
   for (const Json& msg : messages) {

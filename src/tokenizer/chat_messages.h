@@ -16,10 +16,12 @@ Result<Json> merge_tool_messages(const Json& messages);
 /// Reorders tool_result blocks to the order of the preceding assistant's tool_calls.
 void sort_tool_results_by_call_order(Json& messages);
 /// Drops reasoning_content of assistant turns before the last user turn, and developer turns
-/// there (_drop_thinking_messages).
-Json drop_thinking_messages(const Json& messages);
-/// Index of the last user/developer message, or -1.
-int64_t find_last_user_index(const Json& messages);
+/// there (_drop_thinking_messages). `v41`: the V4.1 notion of the last user turn (below).
+Json drop_thinking_messages(const Json& messages, bool v41 = false);
+/// Index of the last generation boundary, or -1: V4, the last user/developer message; V4.1, the
+/// last user message or system message at an index > 0 (mid-conversation system messages are
+/// generation boundaries in V4.1's encoding.py).
+int64_t find_last_user_index(const Json& messages, bool v41 = false);
 
 /// Python truthiness of a JSON value (null, "", [], {}, false, 0 are false).
 bool truthy(const Json& v);
