@@ -53,7 +53,16 @@ Result<Checkpoint> Checkpoint::open(const std::string& dir, bool require_weights
     if (by_shard.empty()) return Status::invalid_argument(index_path.string() + ": 'weight_map' lists no tensors");
     if (!require_weights && !fs::exists(fs::path(dir) / by_shard.begin()->first, ec)) return ck;
     for (const auto& [shard, names] : by_shard) {
-      DI_ASSIGN_OR_RETURN(auto file, SafetensorsFile::open((fs::path(dir) / shard).string()));
+      auto opened = SafetensorsFile::open((fs::path(dir) / shard).string());
+      if (!opened.is_ok()) {
+        // Name the index and a tensor it places there: a shard that is missing or unreadable is
+        // found through the index, and the tensor says which part of the model is lost.
+        const std::string more = names.size() > 1 ? " and " + std::to_string(names.size() - 1) + " more" : "";
+        return Status(opened.status().code(),
+                      std::string(opened.status().message()) + " (" + index_path.string() + " lists tensor '" +
+                          names.front() + "'" + more + " in shard '" + shard + "')");
+      }
+      auto file = std::move(opened).value();
       for (const auto& name : names)
         if (!file->find(name))
           return Status::data_loss(file->path() + ": tensor '" + name + "' is listed in " +
