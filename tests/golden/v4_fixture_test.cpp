@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "engine/offline.h"
 #include "loader/safetensors.h"
@@ -199,6 +200,82 @@ TEST_P(V4Fixture, ScoringIsIndependentOfPacking) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, V4Fixture, ::testing::Values("tiny-v4-a", "tiny-v4-b"));
+
+// docs/architecture.md: every output element is one fixed-order dot product and threads only
+// split the elements, so results do not depend on the number of CPU threads. The same forwards
+// (each sequence whole, chunked prefill then token-by-token decode, and both sequences in one
+// batch) on pools of 1, 2, 3 and 8 threads give bitwise the same logits.
+class V4ThreadCount : public ::testing::TestWithParam<std::string> {
+ protected:
+  struct Logits {
+    std::vector<float> whole0, whole1, stepped0, batch;
+  };
+  static Logits run_with(const std::string& dir, const Reference& ref, int threads) {
+    Logits r;
+    BackendConfig bc;
+    bc.num_threads = threads;
+    auto be = Backend::create(bc);
+    EXPECT_TRUE(be.is_ok());
+    if (!be.is_ok()) return r;
+    EXPECT_EQ((*be)->pool().size(), threads) << "the pool does not have the requested thread count";
+    auto m = v4::V4Model::load(dir, **be);
+    EXPECT_TRUE(m.is_ok()) << m.status().to_string();
+    if (!m.is_ok()) return r;
+    v4::V4Model& model = **m;
+    const int64_t T = ref.T;
+    const std::vector<int32_t> s0(ref.input_ids.begin(), ref.input_ids.begin() + T);
+    const std::vector<int32_t> s1(ref.input_ids.begin() + T, ref.input_ids.begin() + 2 * T);
+    auto forward = [&](std::vector<v4::SeqInput> in, std::vector<float>& dst) {
+      v4::ForwardOutput out;
+      const Status st = model.forward(in, out);
+      EXPECT_TRUE(st.is_ok()) << st.to_string();
+      dst.insert(dst.end(), out.logits.begin(), out.logits.end());
+    };
+    {
+      v4::SequenceState a = model.new_sequence(), b = model.new_sequence();
+      forward({{&a, s0, true}}, r.whole0);
+      forward({{&b, s1, true}}, r.whole1);
+    }
+    {
+      // A 7-token chunk, then one token at a time (the decode path).
+      v4::SequenceState a = model.new_sequence();
+      forward({{&a, std::span<const int32_t>(s0.data(), 7), true}}, r.stepped0);
+      for (int64_t i = 7; i < T; ++i) forward({{&a, std::span<const int32_t>(s0.data() + i, 1), true}}, r.stepped0);
+    }
+    {
+      v4::SequenceState a = model.new_sequence(), b = model.new_sequence();
+      forward({{&a, s0, true}, {&b, s1, true}}, r.batch);
+    }
+    return r;
+  }
+  static bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && !a.empty() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  }
+  static float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+    float m = 0;
+    for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::fabs(a[i] - b[i]));
+    return m;
+  }
+};
+
+TEST_P(V4ThreadCount, LogitsAreBitwiseIndependentOfTheThreadCount) {
+  const std::string dir = std::string(DI_TEST_DATA_DIR) + "/" + GetParam();
+  const Reference ref = load_reference(dir);
+  ASSERT_GE(ref.B, 2);
+  const Logits one = run_with(dir, ref, 1);
+  ASSERT_EQ(one.whole0.size(), static_cast<size_t>(ref.T * ref.V));
+  ASSERT_EQ(one.batch.size(), static_cast<size_t>(2 * ref.T * ref.V));
+  for (int threads : {2, 3, 8}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    const Logits got = run_with(dir, ref, threads);
+    EXPECT_TRUE(same_bits(one.whole0, got.whole0)) << "max diff " << max_abs_diff(one.whole0, got.whole0);
+    EXPECT_TRUE(same_bits(one.whole1, got.whole1)) << "max diff " << max_abs_diff(one.whole1, got.whole1);
+    EXPECT_TRUE(same_bits(one.stepped0, got.stepped0)) << "max diff " << max_abs_diff(one.stepped0, got.stepped0);
+    EXPECT_TRUE(same_bits(one.batch, got.batch)) << "max diff " << max_abs_diff(one.batch, got.batch);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, V4ThreadCount, ::testing::Values("tiny-v4-a", "tiny-v4-b"));
 
 }  // namespace
 }  // namespace deepinfer
