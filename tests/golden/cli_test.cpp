@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -121,16 +123,105 @@ TEST_P(CliFixture, GenerateMatchesReferenceGreedy) {
   std::filesystem::remove_all(tmp);
 }
 
+// Every figure `inspect --json` reports, computed here from the files themselves: the tensor
+// inventory from the safetensors header read as raw JSON, the state sizes from config.json by
+// V4-MODEL.md section 4 (in f32, the engine's state dtype).
 TEST_P(CliFixture, InspectReportsInventoryAndState) {
   std::string out;
   ASSERT_EQ(run(std::string(DI_CLI_PATH) + " inspect " + dir() + " --json", &out), 0) << out;
   auto j = nlohmann::json::parse(out);
+
+  // Inventory: parse the header ourselves (8-byte little-endian length, then JSON).
+  const std::string st = testing::read_file(dir() + "/model.safetensors");
+  ASSERT_GE(st.size(), 8u);
+  uint64_t header_len = 0;
+  std::memcpy(&header_len, st.data(), 8);
+  const auto header = nlohmann::json::parse(st.substr(8, header_len));
+  struct Inv {
+    int64_t tensors = 0;
+    uint64_t bytes = 0, params = 0;
+  };
+  std::map<std::string, Inv> by_dtype;
+  Inv total;
+  bool has_mtp = false;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") continue;
+    const std::string dtype = it.value()["dtype"];
+    // These fixtures hold unpacked F32 weights and I64 hash tables only: one parameter per element.
+    ASSERT_TRUE(dtype == "F32" || dtype == "I64") << it.key() << " " << dtype;
+    uint64_t numel = 1;
+    for (const auto& d : it.value()["shape"]) numel *= d.get<uint64_t>();
+    const uint64_t bytes = it.value()["data_offsets"][1].get<uint64_t>() - it.value()["data_offsets"][0].get<uint64_t>();
+    EXPECT_EQ(bytes, numel * (dtype == "F32" ? 4 : 8)) << it.key();
+    for (Inv* e : {&by_dtype[dtype], &total}) {
+      e->tensors++;
+      e->bytes += bytes;
+      e->params += numel;
+    }
+    has_mtp |= it.key().find("mtp.") != std::string::npos;
+  }
+  EXPECT_EQ(total.bytes, st.size() - 8 - header_len);  // the tensors tile the data section
+  if (GetParam() == "tiny-v4-a") {
+    // Pinned, so a change in both the files and the counting can't go unnoticed.
+    EXPECT_EQ(total.tensors, 210);
+    EXPECT_EQ(by_dtype["I64"].tensors, 1);
+    EXPECT_EQ(by_dtype["I64"].params, 2048u);  // tid2eid [1024, 2]
+  }
+  EXPECT_EQ(j["tensors"]["count"].get<int64_t>(), total.tensors);
+  EXPECT_EQ(j["tensors"]["bytes"].get<uint64_t>(), total.bytes);
+  EXPECT_EQ(j["tensors"]["parameters"].get<uint64_t>(), total.params);
+  ASSERT_EQ(j["tensors"]["by_dtype"].size(), by_dtype.size()) << j["tensors"]["by_dtype"].dump();
+  for (const auto& [dt, e] : by_dtype) {
+    SCOPED_TRACE(dt);
+    const auto& r = j["tensors"]["by_dtype"][dt];
+    EXPECT_EQ(r["tensors"].get<int64_t>(), e.tensors);
+    EXPECT_EQ(r["bytes"].get<uint64_t>(), e.bytes);
+    EXPECT_EQ(r["parameters"].get<uint64_t>(), e.params);
+  }
+
+  // Config summary and state, from config.json (transformers spelling, as in the fixtures).
+  const auto cfg = testing::read_json_file(dir() + "/config.json");
+  const int64_t L = cfg["num_hidden_layers"], hd = cfg["head_dim"], ihd = cfg["index_head_dim"];
+  const int64_t window = cfg["sliding_window"];
+  const int64_t r_csa = cfg["compress_rates"]["compressed_sparse_attention"];
+  const int64_t r_hca = cfg["compress_rates"]["heavily_compressed_attention"];
+  int64_t n_swa = 0, n_csa = 0, n_hca = 0, n_hash = 0;
+  for (const auto& t : cfg["layer_types"]) {
+    n_swa += t == "sliding_attention";
+    n_csa += t == "compressed_sparse_attention";
+    n_hca += t == "heavily_compressed_attention";
+  }
+  for (const auto& t : cfg["mlp_layer_types"]) n_hash += t == "hash_moe";
+  ASSERT_EQ(n_swa + n_csa + n_hca, L);
   EXPECT_EQ(j["config"]["model_type"], "deepseek_v4");
-  EXPECT_GT(j["tensors"]["count"].get<int64_t>(), 100);
-  EXPECT_EQ(j["tensors"]["by_dtype"]["I64"]["tensors"].get<int64_t>(),
-            j["config"]["hash_moe_layers"].get<int64_t>());
-  EXPECT_GT(j["state"]["bytes_per_token"].get<double>(), 0.0);
-  EXPECT_GT(j["state"]["bytes_per_sequence"].get<int64_t>(), 0);
+  EXPECT_EQ(j["config"]["layers"].get<int64_t>(), L);
+  EXPECT_EQ(j["config"]["sliding_layers"].get<int64_t>(), n_swa);
+  EXPECT_EQ(j["config"]["csa_layers"].get<int64_t>(), n_csa);
+  EXPECT_EQ(j["config"]["hca_layers"].get<int64_t>(), n_hca);
+  EXPECT_EQ(j["config"]["hash_moe_layers"].get<int64_t>(), n_hash);
+  EXPECT_EQ(j["tensors"]["by_dtype"]["I64"]["tensors"].get<int64_t>(), n_hash);  // one tid2eid per hash layer
+  EXPECT_EQ(j["config"]["mtp_head"].get<bool>(), has_mtp);
+  ASSERT_FALSE(has_mtp);  // the formulas below have no MTP ring
+
+  // V4-MODEL.md section 4, f32 (4 bytes) rows:
+  //  per token: each CSA layer stores one compressed K=V entry (head_dim) and one indexer key
+  //    (index_head_dim) per r_csa tokens; each HCA layer one entry per r_hca tokens; SWA nothing.
+  //  per sequence: every layer's window ring (window x head_dim), plus each compressor's partial
+  //    window state, kv and gate/score: HCA r x head_dim each; CSA the open window r x 2 x width
+  //    (both overlap halves) plus the previous window's overlap half r x width (the reference
+  //    keeps 2r x 2 x width; the other half of the previous window is never read again), for the
+  //    main compressor (width head_dim) and the indexer's (width index_head_dim).
+  const double per_token = n_csa * 4.0 * static_cast<double>(hd + ihd) / static_cast<double>(r_csa) +
+                           n_hca * 4.0 * static_cast<double>(hd) / static_cast<double>(r_hca);
+  auto csa_partial = [&](int64_t width) { return 2 * (r_csa * 2 * width + r_csa * width) * 4; };
+  const int64_t per_seq = L * window * hd * 4 + n_csa * (csa_partial(hd) + csa_partial(ihd)) +
+                          n_hca * 2 * r_hca * hd * 4;
+  if (GetParam() == "tiny-v4-a") {
+    EXPECT_DOUBLE_EQ(per_token, 104.0);  // 2 CSA x (32 + 16) x 4 / 4 + 1 HCA x 32 x 4 / 16
+    EXPECT_EQ(per_seq, 17408);           // 4096 rings + 2 x (3072 + 1536) CSA + 4096 HCA
+  }
+  EXPECT_DOUBLE_EQ(j["state"]["bytes_per_token"].get<double>(), per_token);
+  EXPECT_EQ(j["state"]["bytes_per_sequence"].get<int64_t>(), per_seq);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CliFixture, ::testing::Values("tiny-v4-a", "tiny-v4-b"));
