@@ -222,18 +222,26 @@ Result<Grammar> dsml_tool_calls_grammar(std::string_view tools_json, const DsmlG
   const int32_t more_min = opts.min_calls - 1;
   const int32_t more_max = opts.max_calls == kUnbounded ? kUnbounded : opts.max_calls - 1;
   Expr more = Expr::sequence({Expr::literal("\n"), Expr::rule_ref(invoke_rule)});
-  Expr reasoning = Expr::empty();
-  if (opts.after_reasoning) {
-    DI_ASSIGN_OR_RETURN(int32_t think_rule, g.add_rule("reasoning"));
-    g.set_body(think_rule, avoid_substring("</think>"));
-    reasoning = Expr::sequence({Expr::rule_ref(think_rule), Expr::token("</think>")});
-  }
-  g.set_body(root, Expr::sequence({std::move(reasoning), Expr::literal("\n\n"), open(block), Expr::literal(">\n"), Expr::rule_ref(invoke_rule),
+  g.set_body(root, Expr::sequence({Expr::literal("\n\n"), open(block), Expr::literal(">\n"), Expr::rule_ref(invoke_rule),
                                    more_max == 0 ? Expr::empty() : Expr::repeat(std::move(more), more_min, more_max),
                                    Expr::literal("\n"), close(block)}));
   g.set_root(root);
   DI_TRY(g.validate());
+  if (opts.after_reasoning) return after_reasoning_grammar(g);
   return g;
+}
+
+Result<Grammar> after_reasoning_grammar(const Grammar& g) {
+  DI_TRY(g.validate());
+  Grammar out;
+  DI_ASSIGN_OR_RETURN(int32_t root, out.add_rule("root"));
+  DI_ASSIGN_OR_RETURN(int32_t think_rule, out.add_rule("reasoning"));
+  out.set_body(think_rule, avoid_substring("</think>"));
+  const int32_t answer = import_rules(out, g, "answer_");
+  out.set_body(root, Expr::sequence({Expr::rule_ref(think_rule), Expr::token("</think>"), Expr::rule_ref(answer)}));
+  out.set_root(root);
+  DI_TRY(out.validate());
+  return out;
 }
 
 }  // namespace deepinfer::grammar

@@ -59,6 +59,13 @@ struct DsmlGrammarOptions {
 /// unsupported schema keyword, a missing name, no tool left after `only`).
 Result<Grammar> dsml_tool_calls_grammar(std::string_view tools_json, const DsmlGrammarOptions& opts = {});
 
+/// `g` preceded by a reasoning section: free text that never contains `</think>`, then `</think>`
+/// (a special-token terminal: the added token where the tokenizer has one, else the text). For
+/// thinking mode when `</think>` is no added token, so the engine cannot start the grammar at
+/// that token (EngineRequest::grammar_start_token): the tool-call grammar (`after_reasoning`) and
+/// every structured-output constraint (server/structured.h) are wrapped in it.
+Result<Grammar> after_reasoning_grammar(const Grammar& g);
+
 /// The DSML special token's content.
 inline constexpr const char* kDsmlToken = "｜DSML｜";
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -274,11 +275,28 @@ class Converter {
     }
     std::string body;
     bool nullable = schema.value("nullable", false);
-    if (schema.contains("const")) {
-      body = quote_literal(schema["const"].dump());
-    } else if (schema.contains("enum")) {
-      if (!schema["enum"].is_array() || schema["enum"].empty()) return err(where, "'enum' must be a non-empty array");
-      for (const Json& v : schema["enum"]) body += (body.empty() ? "" : " | ") + quote_literal(v.dump());
+    if (schema.contains("const") || schema.contains("enum")) {
+      // The values are emitted literally: keep those the keywords beside them accept.
+      const char* key = schema.contains("const") ? "const" : "enum";
+      std::vector<Json> values;
+      if (schema.contains("const")) {
+        values.push_back(schema["const"]);
+      } else {
+        if (!schema["enum"].is_array() || schema["enum"].empty()) return err(where, "'enum' must be a non-empty array");
+        for (const Json& v : schema["enum"]) values.push_back(v);
+      }
+      std::string first_reject;
+      for (const Json& v : values) {
+        DI_ASSIGN_OR_RETURN(std::string rejected_by, check_value(v, schema, where, key, 0));
+        if (rejected_by.empty()) {
+          body += (body.empty() ? "" : " | ") + quote_literal(v.dump());
+        } else if (first_reject.empty()) {
+          first_reject = "value " + v.dump() + " fails '" + rejected_by + "'";
+        }
+      }
+      if (body.empty()) {
+        return err(where, std::string("no '") + key + "' value satisfies the keywords beside it (" + first_reject + ")");
+      }
       body = "(" + body + ")";
     } else if (schema.contains("anyOf") || schema.contains("oneOf")) {
       const char* key = schema.contains("anyOf") ? "anyOf" : "oneOf";
@@ -313,7 +331,8 @@ class Converter {
         }
       } else if (schema.contains("properties") || schema.contains("additionalProperties") || schema.contains("required")) {
         types.push_back("object");
-      } else if (schema.contains("items") || schema.contains("prefixItems")) {
+      } else if (schema.contains("items") || schema.contains("prefixItems") || schema.contains("minItems") ||
+                 schema.contains("maxItems")) {
         types.push_back("array");
       } else if (schema.contains("pattern") || schema.contains("format") || schema.contains("minLength") ||
                  schema.contains("maxLength")) {
@@ -334,6 +353,142 @@ class Converter {
     }
     if (nullable) body = "(" + as_item(hint + "_v", body) + " | \"null\")";
     return body;
+  }
+
+  static bool type_matches(const Json& v, const std::string& t) {
+    if (t == "null") return v.is_null();
+    if (t == "boolean") return v.is_boolean();
+    if (t == "string") return v.is_string();
+    if (t == "object") return v.is_object();
+    if (t == "array") return v.is_array();
+    if (t == "number") return v.is_number();
+    if (t == "integer") {
+      if (v.is_number_integer()) return true;
+      return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>();
+    }
+    return false;
+  }
+
+  static int64_t code_point_count(const std::string& s) {
+    int64_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+    return n;
+  }
+
+  // Whether the JSON value `v` (an enum / const value, emitted literally) satisfies schema `s`
+  // under JSON Schema semantics: "" when it does, else the keyword that rejects it. Keywords it
+  // cannot check are an error naming them (never silently passed).
+  Result<std::string> check_value(const Json& v, const Json& s, const std::string& where, const char* what, int depth) {
+    if (depth > 64) return err(where, std::string("schema too deep while checking '") + what + "' values");
+    if (s.is_boolean()) return std::string(s.get<bool>() ? "" : "false");
+    if (!s.is_object()) return err(where, "a schema must be an object or a boolean");
+    auto num = [&](const Json& x, const std::string& k) -> Result<double> {
+      if (!x.is_number()) return err(where, "'" + k + "' must be a number");
+      return x.get<double>();
+    };
+    auto count = [&](const Json& x, const std::string& k) -> Result<int64_t> {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0) return err(where, "'" + k + "' must be a non-negative integer");
+      return x.get<int64_t>();
+    };
+    for (auto it = s.begin(); it != s.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& x = it.value();
+      if (annotation_keywords().count(k) || k == "nullable") continue;
+      bool ok = true;
+      if (k == "type") {
+        std::vector<std::string> types;
+        if (x.is_string()) types.push_back(x.get<std::string>());
+        else if (x.is_array()) {
+          for (const Json& t : x) {
+            if (!t.is_string()) return err(where, "'type' entries must be strings");
+            types.push_back(t.get<std::string>());
+          }
+        } else return err(where, "'type' must be a string or an array");
+        ok = v.is_null() && s.value("nullable", false) == true;
+        for (const std::string& t : types) ok = ok || type_matches(v, t);
+      } else if (k == "enum") {
+        if (!x.is_array()) return err(where, "'enum' must be a non-empty array");
+        ok = std::find(x.begin(), x.end(), v) != x.end();
+      } else if (k == "const") {
+        ok = x == v;
+      } else if (k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") {
+        DI_ASSIGN_OR_RETURN(double b, num(x, k));
+        if (v.is_number()) {
+          double d = v.get<double>();
+          ok = k == "minimum" ? d >= b : k == "maximum" ? d <= b : k == "exclusiveMinimum" ? d > b : d < b;
+        }
+      } else if (k == "minLength" || k == "maxLength") {
+        DI_ASSIGN_OR_RETURN(int64_t b, count(x, k));
+        if (v.is_string()) {
+          int64_t n = code_point_count(v.get<std::string>());
+          ok = k == "minLength" ? n >= b : n <= b;
+        }
+      } else if (k == "pattern") {
+        if (!x.is_string()) return err(where, "'pattern' must be a string");
+        if (v.is_string()) {
+          try {
+            ok = std::regex_search(v.get<std::string>(), std::regex(x.get<std::string>(), std::regex::ECMAScript));
+          } catch (const std::regex_error& e) {
+            return err(where, std::string("cannot check '") + what + "' values against 'pattern': " + e.what());
+          }
+        }
+      } else if (k == "format") {
+        return err(where, std::string("'") + what + "' together with 'format' is not supported");
+      } else if (k == "minItems" || k == "maxItems") {
+        DI_ASSIGN_OR_RETURN(int64_t b, count(x, k));
+        if (v.is_array()) ok = k == "minItems" ? static_cast<int64_t>(v.size()) >= b : static_cast<int64_t>(v.size()) <= b;
+      } else if (k == "prefixItems") {
+        if (!x.is_array()) return err(where, "'prefixItems' must be an array");
+        for (size_t i = 0; ok && v.is_array() && i < std::min(v.size(), x.size()); ++i) {
+          DI_ASSIGN_OR_RETURN(std::string r, check_value(v[i], x[i], where + "/prefixItems/" + std::to_string(i), what, depth + 1));
+          ok = r.empty();
+        }
+      } else if (k == "items") {
+        if (x.is_array()) return err(where, "array-form 'items' is not supported; use 'prefixItems'");
+        size_t start = s.contains("prefixItems") && s["prefixItems"].is_array() ? s["prefixItems"].size() : 0;
+        for (size_t i = start; ok && v.is_array() && i < v.size(); ++i) {
+          DI_ASSIGN_OR_RETURN(std::string r, check_value(v[i], x, where + "/items", what, depth + 1));
+          ok = r.empty();
+        }
+      } else if (k == "properties") {
+        if (!x.is_object()) return err(where, "'properties' must be an object");
+        for (auto p = x.begin(); ok && v.is_object() && p != x.end(); ++p) {
+          if (!v.contains(p.key())) continue;
+          DI_ASSIGN_OR_RETURN(std::string r, check_value(v[p.key()], p.value(), where + "/properties/" + p.key(), what, depth + 1));
+          ok = r.empty();
+        }
+      } else if (k == "required") {
+        if (!x.is_array()) return err(where, "'required' must be an array");
+        for (const Json& r : x) {
+          if (!r.is_string()) return err(where, "'required' entries must be strings");
+          if (v.is_object() && !v.contains(r.get<std::string>())) ok = false;
+        }
+      } else if (k == "additionalProperties") {
+        const Json* props = s.contains("properties") && s["properties"].is_object() ? &s["properties"] : nullptr;
+        for (auto p = v.begin(); ok && v.is_object() && p != v.end(); ++p) {
+          if (props && props->contains(p.key())) continue;
+          DI_ASSIGN_OR_RETURN(std::string r, check_value(p.value(), x, where + "/additionalProperties", what, depth + 1));
+          ok = r.empty();
+        }
+      } else if (k == "anyOf" || k == "oneOf" || k == "allOf") {
+        if (!x.is_array() || x.empty()) return err(where, "'" + k + "' must be a non-empty array");
+        int matched = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          DI_ASSIGN_OR_RETURN(std::string r, check_value(v, x[i], where + "/" + k + "/" + std::to_string(i), what, depth + 1));
+          matched += r.empty();
+        }
+        ok = k == "anyOf" ? matched > 0 : k == "oneOf" ? matched == 1 : matched == static_cast<int>(x.size());
+      } else if (k == "$ref") {
+        if (!x.is_string()) return err(where, "'$ref' must be a string");
+        DI_ASSIGN_OR_RETURN(const Json* target, resolve(x.get<std::string>(), where));
+        DI_ASSIGN_OR_RETURN(std::string r, check_value(v, *target, x.get<std::string>(), what, depth + 1));
+        ok = r.empty();
+      } else {
+        return err(where, "unsupported keyword '" + k + "'");
+      }
+      if (!ok) return k;
+    }
+    return std::string();
   }
 
   Result<std::string> visit_type(const Json& s, const std::string& type, const std::string& hint,
@@ -525,6 +680,9 @@ class Converter {
       std::string key = names.empty() ? json_string() : define(hint + "_key", key_not_in(names));
       extra_kv = key + " " + colon_ + " " + v;
     }
+    if (opts_.key_order == JsonKeyOrder::kAny && props.size() > 1) {
+      return any_order_object(props, required, additional, extra_kv, hint, where);
+    }
     // F_i: properties i.. with nothing emitted yet; S_i: with something emitted (comma first).
     size_t n = props.size();
     std::vector<std::string> f(n + 1), sn(n + 1);
@@ -545,6 +703,50 @@ class Converter {
       f_next = define(base + "_f" + std::to_string(i), f_body);
     }
     return braces("{", f_next.empty() ? "" : f_next, "}");
+  }
+
+  // Properties in any order, each at most once: one rule per set S of properties already
+  // emitted, T_S = (comma (kv_i T_{S+i} | ... | extra T_S))  optional once S holds every
+  // required property. The first member has no comma: F = kv_i T_{i} | ... | extra T_{}.
+  Result<std::string> any_order_object(const std::vector<std::pair<std::string, std::string>>& props,
+                                       const std::vector<bool>& required, bool additional,
+                                       const std::string& extra_kv, const std::string& hint, const std::string& where) {
+    const size_t n = props.size();
+    if (n > static_cast<size_t>(kMaxAnyOrderProperties)) {
+      return err(where, "key order 'any' supports objects of at most " + std::to_string(kMaxAnyOrderProperties) +
+                            " properties, this one has " + std::to_string(n) + " (use key order 'schema')");
+    }
+    const std::string base = fresh(hint + "_any");
+    std::vector<std::string> kv(n);
+    uint32_t req = 0;
+    for (size_t i = 0; i < n; ++i) {
+      kv[i] = define(base + "_kv" + std::to_string(i), props[i].first + " " + colon_ + " " + props[i].second);
+      if (required[i]) req |= 1u << i;
+    }
+    const std::string comma = as_item("json_comma", comma_);
+    const std::string extra = additional ? define(base + "_x", extra_kv) : "";
+    const uint32_t full = (1u << n) - 1;
+    std::vector<std::string> t(full + 1);
+    for (uint32_t set = full + 1; set-- > 0;) {
+      if (set == 0 && !additional) break;  // T_{} is only reached through an extra key
+      std::string name = fresh(base + "_t" + std::to_string(set));
+      t[set] = name;
+      std::string alts;
+      for (size_t i = 0; i < n; ++i) {
+        if (set & (1u << i)) continue;
+        alts += (alts.empty() ? "" : " | ") + kv[i] + " " + t[set | (1u << i)];
+      }
+      if (additional) alts += (alts.empty() ? "" : " | ") + extra + " " + name;
+      std::string body = alts.empty() ? "\"\"" : comma + " (" + alts + ")";
+      if (!alts.empty() && (set & req) == req) body = "(" + body + ")?";
+      rules_.push_back({name, body});
+    }
+    std::string first;
+    for (size_t i = 0; i < n; ++i) first += (first.empty() ? "" : " | ") + kv[i] + " " + t[1u << i];
+    if (additional) first += " | " + extra + " " + t[0];
+    first = "(" + first + ")";
+    if (req == 0) first += "?";
+    return braces("{", define(base + "_f", first), "}");
   }
 
   Result<std::string> visit_array(const Json& s, const std::string& hint, const std::string& where) {

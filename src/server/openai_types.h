@@ -33,8 +33,22 @@ struct StreamOptions {
 /// A structured-output constraint (structured.h compiles it).
 struct StructuredOutput {
   enum class Kind : uint8_t { kNone, kJsonObject, kJsonSchema, kRegex, kEbnf };
+  enum class Whitespace : uint8_t { kFlexible, kCompact, kSpaced };  // grammar::JsonWhitespace
+  enum class KeyOrder : uint8_t { kSchema, kAny };                   // grammar::JsonKeyOrder
   Kind kind = Kind::kNone;
   std::string spec;  // schema JSON text, regex or EBNF
+  // JSON options (json_object / json_schema): structured_outputs.whitespace / key_order /
+  // disable_any_whitespace; `json_options_set` when one was given (an error with regex / grammar).
+  Whitespace whitespace = Whitespace::kFlexible;
+  KeyOrder key_order = KeyOrder::kSchema;
+  bool json_options_set = false;
+  /// additionalProperties absent = false (OpenAI strict, XGrammar's and vLLM's guided_json
+  /// default); response_format.json_schema without `strict: true` follows JSON Schema (absent =
+  /// any extra key).
+  bool strict = true;
+  /// Set by the chat route in thinking mode when `</think>` is no added token: the constraint is
+  /// preceded by free reasoning up to `</think>` (grammar::after_reasoning_grammar).
+  bool after_reasoning = false;
   bool any() const { return kind != Kind::kNone; }
 };
 

@@ -362,13 +362,14 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
       return status_response(g.status(), &perr);
     }
     er.grammar = std::move(g).value();
-  } else if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) {
-    return status_response(s);
+  } else {
+    // Thinking mode: the reasoning is free and the constraint starts after </think>: at the
+    // added token (grammar_start_token below), else the grammar itself runs the reasoning to the
+    // first </think> text (the tool-call grammar's after_reasoning, above).
+    req.structured.after_reasoning = co.parser.starts_in_reasoning && !think_end;
+    if (Status s = attach_constraint(ctx, req, er); !s.is_ok()) return status_response(s);
   }
-  if (er.grammar && co.parser.starts_in_reasoning) {
-    // Thinking mode: the reasoning is free; the constraint starts after </think>.
-    if (think_end) er.grammar_start_token = *think_end;
-  }
+  if (er.grammar && co.parser.starts_in_reasoning && think_end) er.grammar_start_token = *think_end;
   std::vector<EngineRequest> reqs;
   reqs.push_back(std::move(er));
   auto gen = Generation::start(ctx, std::move(reqs), arrival);

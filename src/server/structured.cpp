@@ -1,6 +1,11 @@
 #include "server/structured.h"
 
+#include <optional>
+
 #include "grammar/dsml_grammar.h"
+#include "grammar/ebnf_parser.h"
+#include "grammar/json_schema_converter.h"
+#include "grammar/regex_converter.h"
 
 namespace deepinfer::server {
 
@@ -45,6 +50,47 @@ Status read_constraint(const Json& obj, const std::string& prefix, ParseError* e
   }
   return Status::ok();
 }
+
+// The JSON options of structured_outputs: whitespace ("flexible" | "compact" | "spaced"),
+// vLLM's disable_any_whitespace (true = "compact"), key_order ("schema" | "any").
+Status read_json_options(const Json& so, ParseError* err, StructuredOutput& out) {
+  auto bad = [&](const std::string& param, const std::string& msg) {
+    if (err) err->param = param;
+    return Status::invalid_argument(msg);
+  };
+  std::optional<StructuredOutput::Whitespace> ws;
+  if (auto it = so.find("whitespace"); it != so.end() && !it->is_null()) {
+    const std::string v = it->is_string() ? it->get<std::string>() : "";
+    if (v == "flexible") ws = StructuredOutput::Whitespace::kFlexible;
+    else if (v == "compact") ws = StructuredOutput::Whitespace::kCompact;
+    else if (v == "spaced") ws = StructuredOutput::Whitespace::kSpaced;
+    else return bad("structured_outputs.whitespace", "'structured_outputs.whitespace' must be \"flexible\", \"compact\" or \"spaced\"");
+  }
+  if (auto it = so.find("disable_any_whitespace"); it != so.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("structured_outputs.disable_any_whitespace", "'structured_outputs.disable_any_whitespace' must be a boolean");
+    if (it->get<bool>()) {
+      if (ws && *ws != StructuredOutput::Whitespace::kCompact) {
+        return bad("structured_outputs.disable_any_whitespace",
+                   "'structured_outputs.disable_any_whitespace' contradicts 'structured_outputs.whitespace'");
+      }
+      ws = StructuredOutput::Whitespace::kCompact;
+    } else if (!ws) {
+      ws = StructuredOutput::Whitespace::kFlexible;
+    }
+  }
+  if (ws) {
+    out.whitespace = *ws;
+    out.json_options_set = true;
+  }
+  if (auto it = so.find("key_order"); it != so.end() && !it->is_null()) {
+    const std::string v = it->is_string() ? it->get<std::string>() : "";
+    if (v == "schema") out.key_order = StructuredOutput::KeyOrder::kSchema;
+    else if (v == "any") out.key_order = StructuredOutput::KeyOrder::kAny;
+    else return bad("structured_outputs.key_order", "'structured_outputs.key_order' must be \"schema\" or \"any\"");
+    out.json_options_set = true;
+  }
+  return Status::ok();
+}
 }  // namespace
 
 Status parse_structured_fields(const Json& body, ParseError* err, StructuredOutput& out) {
@@ -56,6 +102,7 @@ Status parse_structured_fields(const Json& body, ParseError* err, StructuredOutp
       return Status::invalid_argument("'structured_outputs' must be an object");
     }
     DI_TRY(read_constraint(*so, "structured_outputs.", err, out));
+    DI_TRY(read_json_options(*so, err, out));
   }
   return Status::ok();
 }
@@ -70,8 +117,20 @@ Status structured_from_response_format(const Json& rf, ParseError* err, Structur
     if (err) err->param = "response_format.json_schema";
     return Status::invalid_argument("'response_format.json_schema' must be an object with a 'schema'");
   }
-  // strict: false still constrains (to the schema), as vLLM does; the flag is accepted.
-  return set_once(out, Kind::kJsonSchema, (*js)["schema"].dump(), "response_format", err);
+  // OpenAI's strict (default false): true = additionalProperties absent means false (OpenAI's
+  // strict mode); false / absent = JSON Schema's meaning (absent = any extra key). Either way
+  // the output is constrained to the schema, as vLLM does.
+  bool strict = false;
+  if (auto st = js->find("strict"); st != js->end() && !st->is_null()) {
+    if (!st->is_boolean()) {
+      if (err) err->param = "response_format.json_schema.strict";
+      return Status::invalid_argument("'response_format.json_schema.strict' must be a boolean");
+    }
+    strict = st->get<bool>();
+  }
+  DI_TRY(set_once(out, Kind::kJsonSchema, (*js)["schema"].dump(), "response_format", err));
+  out.strict = strict;
+  return Status::ok();
 }
 
 ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos) : tok_(tok), eos_(eos) {}
@@ -104,16 +163,30 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::comp
 
 Result<std::shared_ptr<const grammar::CompiledGrammar>> ConstraintCompiler::compile(const StructuredOutput& s) {
   DI_TRY(init());
-  Result<std::shared_ptr<const grammar::CompiledGrammar>> g = Status::invalid_argument("no constraint");
+  grammar::JsonSchemaOptions jo;
+  jo.whitespace = s.whitespace == StructuredOutput::Whitespace::kCompact  ? grammar::JsonWhitespace::kCompact
+                  : s.whitespace == StructuredOutput::Whitespace::kSpaced ? grammar::JsonWhitespace::kSpaced
+                                                                          : grammar::JsonWhitespace::kFlexible;
+  jo.key_order = s.key_order == StructuredOutput::KeyOrder::kAny ? grammar::JsonKeyOrder::kAny : grammar::JsonKeyOrder::kSchema;
+  jo.strict = s.strict;
+  if (s.json_options_set && (s.kind == Kind::kRegex || s.kind == Kind::kEbnf)) {
+    return Status::invalid_argument(
+        "structured_outputs.whitespace / key_order / disable_any_whitespace apply to JSON constraints only, not to a regex or grammar");
+  }
+  Result<grammar::Grammar> g = Status::invalid_argument("no constraint");
   switch (s.kind) {
     case Kind::kNone: return Status::invalid_argument("no constraint");
-    case Kind::kJsonObject: g = compiler_->compile_builtin_json(/*object_only=*/true); break;
-    case Kind::kJsonSchema: g = compiler_->compile_json_schema(s.spec); break;
-    case Kind::kRegex: g = compiler_->compile_regex(s.spec); break;
-    case Kind::kEbnf: g = compiler_->compile_ebnf(s.spec); break;
+    case Kind::kJsonObject: g = grammar::parse_ebnf(grammar::builtin_json_ebnf(/*object_only=*/true, jo), "root"); break;
+    case Kind::kJsonSchema: g = grammar::json_schema_to_grammar(s.spec, jo); break;
+    case Kind::kRegex: g = grammar::regex_to_grammar(s.spec); break;
+    case Kind::kEbnf: g = grammar::parse_ebnf(s.spec, "root"); break;
   }
+  // Thinking mode without an added </think> token: free reasoning, then the constraint.
+  if (g.is_ok() && s.after_reasoning) g = grammar::after_reasoning_grammar(*g);
   if (!g.is_ok()) return Status::invalid_argument("invalid structured-output constraint: " + std::string(g.status().message()));
-  return g;
+  auto cg = compiler_->compile(*g);
+  if (!cg.is_ok()) return Status::invalid_argument("invalid structured-output constraint: " + std::string(cg.status().message()));
+  return cg;
 }
 
 }  // namespace deepinfer::server

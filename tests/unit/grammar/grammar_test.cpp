@@ -230,6 +230,90 @@ TEST(GrammarJsonSchema, FlexibleAndSpacedWhitespace) {
   run_schema_cases({{schema, {R"({"a": [1, 2]})"}, {R"({"a":[1,2]})"}}}, spaced);
 }
 
+// key_order "any": the properties present in any order, each at most once, required ones always.
+TEST(GrammarJsonSchema, AnyKeyOrderTable) {
+  JsonSchemaOptions o;
+  o.whitespace = JsonWhitespace::kCompact;
+  o.key_order = JsonKeyOrder::kAny;
+  const char* abc = R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},"c":{"type":"boolean"}},"required":["a","c"]})";
+  run_schema_cases(
+      {
+          {abc,
+           {R"({"a":1,"c":true})", R"({"c":true,"a":1})", R"({"b":"x","c":false,"a":2})", R"({"c":true,"b":"","a":3})",
+            R"({"a":1,"b":"x","c":true})"},
+           {"{}", R"({"a":1})", R"({"c":true,"b":"x"})", R"({"a":1,"a":2,"c":true})", R"({"a":1,"c":true,"c":false})",
+            R"({"a":1,"c":true,"d":1})", R"({"c":true,,"a":1})", R"({"a":"x","c":true})"}},
+          // Optional only: the empty object too; extra keys (additionalProperties) anywhere.
+          {R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"}},"additionalProperties":{"type":"null"}})",
+           {"{}", R"({"b":2})", R"({"b":2,"a":1})", R"({"x":null,"b":2,"y":null,"a":1})", R"({"x":null})"},
+           {R"({"b":2,"b":3})", R"({"x":1})", R"({"a":1,"b":2,"a":3})"}},
+      },
+      o);
+  o.key_order = JsonKeyOrder::kSchema;
+  run_schema_cases({{abc, {R"({"a":1,"c":true})", R"({"a":1,"b":"x","c":true})"}, {R"({"c":true,"a":1})"}}}, o);
+  // One rule per subset: objects with more than kMaxAnyOrderProperties properties are an error.
+  std::string big = R"({"type":"object","properties":{)";
+  for (int i = 0; i <= kMaxAnyOrderProperties; ++i) big += (i ? "," : "") + std::string("\"p") + std::to_string(i) + "\":{\"type\":\"integer\"}";
+  big += "}}";
+  o.key_order = JsonKeyOrder::kAny;
+  auto g = json_schema_to_grammar(big, o);
+  ASSERT_FALSE(g.is_ok());
+  EXPECT_NE(g.status().message().find("key order 'any'"), std::string_view::npos) << g.status().to_string();
+}
+
+// strict: additionalProperties absent = false; not strict: JSON Schema's meaning (any extra key).
+TEST(GrammarJsonSchema, StrictDecidesMissingAdditionalProperties) {
+  const char* schema = R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})";
+  JsonSchemaOptions o;
+  o.whitespace = JsonWhitespace::kCompact;
+  o.strict = true;
+  run_schema_cases({{schema, {R"({"a":1})"}, {R"({"a":1,"b":2})", R"({"a":1,"a2":[true]})"}}}, o);
+  o.strict = false;
+  run_schema_cases({{schema, {R"({"a":1})", R"({"a":1,"b":2})", R"({"a":1,"a2":[true]})"}, {R"({"b":2})", R"({"a":1,"a":2})"}},
+                    {R"({"type":"object","properties":{"a":{"type":"integer"}},"additionalProperties":false})",
+                     {R"({"a":1})", "{}"}, {R"({"a":1,"b":2})"}}},
+                   o);
+}
+
+// enum / const values are filtered by the keywords beside them; keywords of one type apply to
+// values of that type only; minItems alone makes the value an array.
+TEST(GrammarJsonSchema, EnumAndConstFollowTheirSiblings) {
+  JsonSchemaOptions o;
+  o.whitespace = JsonWhitespace::kCompact;
+  run_schema_cases(
+      {
+          {R"({"enum":[1,"a","bb",null],"type":"string"})", {R"("a")", R"("bb")"}, {"1", "null"}},
+          {R"({"enum":[1,"a",null],"type":"string","nullable":true})", {R"("a")", "null"}, {"1"}},
+          {R"({"enum":["a","bbb","cc"],"maxLength":2})", {R"("a")", R"("cc")"}, {R"("bbb")"}},
+          {R"({"enum":[1,5,10,"x"],"minimum":3,"exclusiveMaximum":10})", {"5", R"("x")"}, {"1", "10"}},
+          {R"({"enum":[1.5,2,3.0],"type":"integer"})", {"2", "3.0"}, {"1.5"}},
+          {R"({"enum":["ab-1","xy","ab-2"],"pattern":"^ab-\\d$"})", {R"("ab-1")", R"("ab-2")"}, {R"("xy")"}},
+          {R"({"enum":[[1],[],[1,2,3]],"minItems":1,"maxItems":2})", {"[1]"}, {"[]", "[1,2,3]"}},
+          {R"({"enum":[{"a":1},{"b":2},{"a":"x"}],"required":["a"],"properties":{"a":{"type":"integer"}}})",
+           {R"({"a":1})"}, {R"({"b":2})", R"({"a":"x"})"}},
+          {R"({"enum":[1,"a",true],"anyOf":[{"type":"integer"},{"type":"boolean"}]})", {"1", "true"}, {R"("a")"}},
+          {R"({"enum":["a","b"],"const":"b"})", {R"("b")"}, {R"("a")"}},
+          {R"({"$defs":{"s":{"type":"string"}},"enum":["a",2],"$ref":"#/$defs/s"})", {R"("a")"}, {"2"}},
+          {R"({"minItems":1})", {"[1]", R"(["x",{}])"}, {"[]"}},
+          {R"({"maxItems":1,"items":{"type":"integer"}})", {"[]", "[1]"}, {"[1,2]", R"(["x"])"}},
+      },
+      o);
+  struct Bad {
+    const char* schema;
+    const char* expect;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {R"({"enum":[1],"type":"string"})", "no 'enum' value satisfies the keywords beside it (value 1 fails 'type')"},
+           {R"({"const":"abc","maxLength":2})", "no 'const' value satisfies the keywords beside it (value \"abc\" fails 'maxLength')"},
+           {R"({"enum":["2024-01-01"],"format":"date"})", "'enum' together with 'format' is not supported"},
+           {R"({"enum":[1],"multipleOf":1})", "unsupported keyword 'multipleOf'"},
+       }) {
+    auto g = json_schema_to_grammar(b.schema, o);
+    ASSERT_FALSE(g.is_ok()) << b.schema;
+    EXPECT_NE(g.status().message().find(b.expect), std::string_view::npos) << b.schema << " -> " << g.status().to_string();
+  }
+}
+
 TEST(GrammarJsonSchema, ErrorsNameTheKeyword) {
   struct Bad {
     const char* schema;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fake_engine.h"
+#include "grammar/matcher.h"
 #include "server/server.h"
 #include "tokenizer/chat_encoding.h"
 #include "tokenizer/tokenizer.h"
@@ -217,6 +218,105 @@ TEST_F(ServerE2ETest, ChatReasoningIsSplitFromContent) {
   }
   EXPECT_EQ(reasoning, "Let me think.");
   EXPECT_EQ(content, "The answer is 4.");
+}
+
+// What the engine does with a request's grammar (engine/sequence.cpp): tokens before
+// grammar_start_token are free, the start token itself too; every later token must be accepted
+// by the matcher. True when all of `tokens` (ending in EOS) pass and the grammar completed.
+bool engine_accepts(const EngineRequest& er, const std::vector<int32_t>& tokens) {
+  if (!er.grammar) return false;
+  grammar::Matcher m(er.grammar);
+  bool active = er.grammar_start_token < 0;
+  for (int32_t t : tokens) {
+    if (!active) {
+      active = t == er.grammar_start_token;
+      continue;
+    }
+    if (!m.accept_token(t)) return false;
+  }
+  return active && m.is_terminated();
+}
+
+// Thinking mode: the constraint (every kind) starts after </think>, whether </think> is an added
+// token (tiny-v4-b: grammar_start_token) or text (the 129k vocabulary: the grammar runs the
+// reasoning to the first </think>). The reasoning is text no constraint would accept.
+TEST(ServerStructuredThinking, ConstraintStartsAfterThinkEndOnBothTokenizers) {
+  signal(SIGPIPE, SIG_IGN);
+  struct Kind {
+    Json fields;
+    std::string answer;
+  };
+  const std::vector<Kind> kinds = {
+      {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "a"}, {"schema", Json::parse(R"({"type": "object",
+         "properties": {"a": {"type": "integer"}}, "required": ["a"]})")}}}}}}, R"({"a": 12})"},
+      {{{"response_format", {{"type", "json_object"}}}}, R"({"k": [true]})"},
+      {{{"regex", "[0-9]+"}}, "42"},
+      {{{"grammar", "root ::= \"yes\" | \"no\""}}, "yes"},
+      {{{"json", {{"type", "integer"}}}}, "7"},
+  };
+  const std::string reasoning = "Hmm: 1+1 is {not json} \"yes\"?";
+  for (const std::string dir : {"/tiny-v4-b", "/tokenizer/tokenizer.json"}) {
+    SCOPED_TRACE(dir);
+    auto t = Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + dir);
+    ASSERT_TRUE(t.is_ok()) << t.status().to_string();
+    const Tokenizer& tk = **t;
+    const std::optional<int32_t> think_end = tk.added_token_id(tokenizer::tokens::kThinkEnd);
+    EXPECT_EQ(think_end.has_value(), dir == "/tiny-v4-b");  // both cases are covered
+    ModelInfo info;
+    info.name = "tiny";
+    info.vocab_size = tk.vocab_size();
+    info.max_context = 4096;
+    info.eos_token_id = *tk.added_token_id(tokenizer::tokens::kEos);
+    FakeEngineClient engine(info);
+    ServerConfig cfg;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    Server server(engine, &tk, cfg);
+    auto port = server.start();
+    ASSERT_TRUE(port.is_ok()) << port.status().to_string();
+    auto enc = [&](const std::string& text) { return tk.encode(text, SpecialTokenMode::kParse).value(); };
+    for (const Kind& k : kinds) {
+      SCOPED_TRACE(k.fields.dump());
+      std::vector<int32_t> script = enc(reasoning + "</think>" + k.answer);
+      script.push_back(info.eos_token_id);
+      engine.script = script;
+      Json body = {{"messages", Json::array({Json{{"role", "user"}, {"content", "hi"}}})},
+                   {"chat_template_kwargs", {{"thinking", true}}}};
+      body.update(k.fields);
+      httplib::Client c("127.0.0.1", *port);
+      c.set_read_timeout(10, 0);
+      auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << r->body;
+      Json resp = Json::parse(r->body);
+      EXPECT_EQ(resp["choices"][0]["message"]["reasoning_content"], reasoning);
+      EXPECT_EQ(resp["choices"][0]["message"]["content"], k.answer);
+      const EngineRequest er = engine.submitted().back();
+      ASSERT_TRUE(er.grammar);
+      EXPECT_EQ(er.grammar_start_token, think_end.value_or(-1));
+      EXPECT_TRUE(engine_accepts(er, script)) << "the engine would not let this output through";
+      // The answer without the reasoning's end never completes; the constraint still applies after it.
+      std::vector<int32_t> bare = enc(k.answer);
+      bare.push_back(info.eos_token_id);
+      EXPECT_FALSE(engine_accepts(er, bare));
+      std::vector<int32_t> wrong = enc(reasoning + "</think>" + "nope, not this");
+      wrong.push_back(info.eos_token_id);
+      EXPECT_FALSE(engine_accepts(er, wrong));
+    }
+    // Not thinking: the constraint applies from the first token.
+    std::vector<int32_t> plain = enc("42");
+    plain.push_back(info.eos_token_id);
+    engine.script = plain;
+    Json body = {{"messages", Json::array({Json{{"role", "user"}, {"content", "hi"}}})}, {"regex", "[0-9]+"},
+                 {"chat_template_kwargs", {{"thinking", false}}}};
+    httplib::Client c("127.0.0.1", *port);
+    auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(r && r->status == 200);
+    const EngineRequest er = engine.submitted().back();
+    EXPECT_EQ(er.grammar_start_token, -1);
+    EXPECT_TRUE(engine_accepts(er, plain));
+    server.shutdown(std::chrono::milliseconds(1000));
+  }
 }
 
 TEST_F(ServerE2ETest, ChatToolCallsParsed) {

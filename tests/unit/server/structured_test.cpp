@@ -52,6 +52,83 @@ TEST(StructuredFields, ConflictsAndBadTypesAreErrors) {
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
 }
 
+// structured_outputs.whitespace / disable_any_whitespace / key_order, and json_schema.strict.
+TEST(StructuredFields, JsonOptionsAndStrict) {
+  const std::string msgs = R"("messages": [{"role": "user", "content": "hi"}])";
+  const std::string rf = R"("response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}})";
+  auto s = chat_constraint("{" + msgs + ", " + rf + R"(, "structured_outputs": {"whitespace": "compact", "key_order": "any"}})");
+  EXPECT_EQ(s.kind, Kind::kJsonSchema);
+  EXPECT_EQ(s.whitespace, StructuredOutput::Whitespace::kCompact);
+  EXPECT_EQ(s.key_order, StructuredOutput::KeyOrder::kAny);
+  EXPECT_TRUE(s.json_options_set);
+  EXPECT_FALSE(s.strict);  // strict absent: JSON Schema semantics
+  s = chat_constraint("{" + msgs + R"(, "structured_outputs": {"json": {"type": "object"}, "whitespace": "spaced"}})");
+  EXPECT_EQ(s.whitespace, StructuredOutput::Whitespace::kSpaced);
+  EXPECT_EQ(s.key_order, StructuredOutput::KeyOrder::kSchema);
+  EXPECT_TRUE(s.strict);  // guided_json / json: XGrammar's (and vLLM's) default
+  s = chat_constraint("{" + msgs + R"(, "json": {"type": "object"}, "structured_outputs": {"disable_any_whitespace": true}})");
+  EXPECT_EQ(s.whitespace, StructuredOutput::Whitespace::kCompact);
+  s = chat_constraint("{" + msgs + R"(, "json": {"type": "object"}})");
+  EXPECT_EQ(s.whitespace, StructuredOutput::Whitespace::kFlexible);
+  EXPECT_FALSE(s.json_options_set);
+  for (const char* strict : {"true", "false"}) {
+    s = chat_constraint("{" + msgs + R"(, "response_format": {"type": "json_schema", "json_schema": {"name": "x", "strict": )" +
+                        strict + R"(, "schema": {"type": "object"}}}})");
+    EXPECT_EQ(s.strict, std::string(strict) == "true");
+  }
+  auto c = parse_completion_request(Json::parse(R"({"prompt": "x", "response_format": {"type": "json_schema", "json_schema":
+    {"strict": true, "schema": {}}}, "structured_outputs": {"whitespace": "compact"}})"), ParseLimits{}, nullptr);
+  ASSERT_TRUE(c.is_ok()) << c.status().to_string();
+  EXPECT_TRUE(c->structured.strict);
+  EXPECT_EQ(c->structured.whitespace, StructuredOutput::Whitespace::kCompact);
+  Status st;
+  for (const char* bad : {R"("structured_outputs": {"whitespace": "tabs"})", R"("structured_outputs": {"key_order": 1})",
+                          R"("structured_outputs": {"disable_any_whitespace": "yes"})",
+                          R"("structured_outputs": {"whitespace": "spaced", "disable_any_whitespace": true})",
+                          R"("response_format": {"type": "json_schema", "json_schema": {"strict": "yes", "schema": {}}})"}) {
+    chat_constraint("{" + msgs + ", " + bad + "}", &st);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
+// The options reach the grammar: whitespace, key order, strict; JSON options on a regex are an error.
+TEST(ConstraintCompiler, JsonOptionsShapeTheGrammar) {
+  auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b");
+  ASSERT_TRUE(tok.is_ok());
+  ConstraintCompiler cc(**tok, 1);
+  auto accepts = [&](const StructuredOutput& so, const std::string& text) {
+    auto g = cc.compile(so);
+    EXPECT_TRUE(g.is_ok()) << g.status().to_string();
+    if (!g.is_ok()) return false;
+    grammar::Matcher m(*g);
+    return m.accept_string(text) && m.can_terminate();
+  };
+  StructuredOutput so{Kind::kJsonSchema, R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}})"};
+  so.strict = true;
+  EXPECT_TRUE(accepts(so, "{ \"a\" :1,\n\"b\": 2}"));  // flexible by default
+  so.whitespace = StructuredOutput::Whitespace::kCompact;
+  EXPECT_TRUE(accepts(so, R"({"a":1,"b":2})"));
+  EXPECT_FALSE(accepts(so, R"({"a": 1, "b": 2})"));
+  EXPECT_FALSE(accepts(so, R"({"b":2,"a":1})"));
+  EXPECT_FALSE(accepts(so, R"({"a":1,"c":2})"));  // strict: additionalProperties absent = false
+  so.strict = false;
+  EXPECT_TRUE(accepts(so, R"({"a":1,"c":2})"));
+  so.key_order = StructuredOutput::KeyOrder::kAny;
+  EXPECT_TRUE(accepts(so, R"({"b":2,"a":1})"));
+  so.whitespace = StructuredOutput::Whitespace::kSpaced;
+  EXPECT_TRUE(accepts(so, R"({"b": 2, "a": 1})"));
+  EXPECT_FALSE(accepts(so, R"({"b":2,"a":1})"));
+  StructuredOutput obj{Kind::kJsonObject, ""};
+  obj.whitespace = StructuredOutput::Whitespace::kCompact;
+  EXPECT_TRUE(accepts(obj, R"({"x":[1,{"y":null}]})"));
+  EXPECT_FALSE(accepts(obj, R"({"x": 1})"));
+  StructuredOutput re{Kind::kRegex, "[0-9]+"};
+  re.json_options_set = true;
+  auto bad = cc.compile(re);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("JSON constraints only"), std::string_view::npos) << bad.status().to_string();
+}
+
 TEST(ConstraintCompiler, InvalidConstraintsNameTheProblem) {
   auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b");
   ASSERT_TRUE(tok.is_ok());
@@ -120,6 +197,47 @@ TEST(ConstraintCompiler, ToolCallsOnBothTokenizers) {
     EXPECT_TRUE(mt.can_terminate());
     grammar::Matcher mt2(*gt);
     EXPECT_FALSE(mt2.accept_string(block) && mt2.can_terminate());  // the calls come after </think>
+  }
+}
+
+// after_reasoning wraps every constraint kind: free reasoning, </think> (the added token where
+// there is one, else text), then the constraint.
+TEST(ConstraintCompiler, AfterReasoningWrapsEveryKindOnBothTokenizers) {
+  struct Case {
+    StructuredOutput so;
+    std::string answer;
+  };
+  const std::vector<Case> cases = {{{Kind::kJsonSchema, R"({"type": "array", "items": {"type": "integer"}})"}, "[1, 2]"},
+                                   {{Kind::kJsonObject, ""}, R"({"a": "b"})"},
+                                   {{Kind::kRegex, "[a-c]{3}"}, "abc"},
+                                   {{Kind::kEbnf, R"(root ::= "x" root | "y")"}, "xxy"}};
+  const std::string reasoning = "First {[ some thoughts ]} and </thin no end";
+  for (const std::string dir : {"/tiny-v4-b", "/tokenizer/tokenizer.json"}) {
+    SCOPED_TRACE(dir);
+    auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + dir);
+    ASSERT_TRUE(tok.is_ok());
+    const auto think_end = (*tok)->added_token_id(tokenizer::tokens::kThinkEnd);
+    ConstraintCompiler cc(**tok, *(*tok)->added_token_id(tokenizer::tokens::kEos));
+    for (Case c : cases) {
+      c.so.after_reasoning = true;
+      auto g = cc.compile(c.so);
+      ASSERT_TRUE(g.is_ok()) << g.status().to_string();
+      grammar::Matcher m(*g);
+      ASSERT_TRUE(m.accept_string(reasoning));
+      EXPECT_FALSE(m.can_terminate());
+      if (think_end) {
+        EXPECT_FALSE(m.accept_string("</think>"));  // the added token, never its text
+        ASSERT_TRUE(m.accept_token(*think_end));
+      } else {
+        ASSERT_TRUE(m.accept_string("</think>"));
+      }
+      EXPECT_FALSE(m.accept_string("</think>"));  // the constraint applies now
+      ASSERT_TRUE(m.accept_string(c.answer)) << c.answer;
+      EXPECT_TRUE(m.can_terminate());
+      c.so.after_reasoning = false;
+      grammar::Matcher plain(cc.compile(c.so).value());
+      EXPECT_FALSE(plain.accept_string(reasoning));
+    }
   }
 }
 
