@@ -9,6 +9,11 @@
 //     single-thread HF timing (RAYON_NUM_THREADS=1, one encode() per document, best of REPEATS):
 //     MB/s, tokens/s, decode; with our ids (tokenizer_bench's IDS_OUT) the identical-ids check
 //     (exit 1 if any document differs), with our bench JSON the ratios. bench/tokenizer_vs_hf.sh.
+//   node tests/js/hf_tokenize.mjs pieces TOKENIZER_JSON IN.jsonl OUT.jsonl
+//     lines {"text": ...} -> {"pieces": [UTF-8 byte length of each piece, in order]}: HF's own
+//     pre-tokenizer (tokenizer.json's Sequence with its ByteLevel step removed, i.e. the three
+//     Split regexes run by HF's Oniguruma), getPreTokenizer().preTokenizeString(text). No added-token
+//     matching. tokenizer_hf_live_test compares these with our PreTokenizer::split.
 //
 // Exits non-zero with a message if the package cannot be loaded: callers must never skip.
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -28,10 +33,25 @@ try {
 
 const [mode, tokPath, inPath, arg4] = process.argv.slice(2);
 if (!mode || !tokPath || !inPath) {
-  console.error('usage: hf_tokenize.mjs ids TOKENIZER_JSON IN.jsonl OUT.jsonl | bench TOKENIZER_JSON CORPUS.jsonl [repeats]');
+  console.error('usage: hf_tokenize.mjs ids|pieces TOKENIZER_JSON IN.jsonl OUT.jsonl | bench TOKENIZER_JSON CORPUS.jsonl [repeats]');
   process.exit(2);
 }
 const json = readFileSync(tokPath, 'utf8');
+const readTexts = () => readFileSync(inPath, 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l).text);
+if (mode === 'pieces') {
+  const t = JSON.parse(json);
+  const seq = t.pre_tokenizer;
+  if (seq?.type !== 'Sequence' || seq.pretokenizers?.at(-1)?.type !== 'ByteLevel') {
+    console.error('hf_tokenize pieces: expected a pre_tokenizer Sequence ending in ByteLevel');
+    process.exit(2);
+  }
+  seq.pretokenizers = seq.pretokenizers.slice(0, -1);
+  const pre = Tokenizer.fromString(JSON.stringify(t)).getPreTokenizer();
+  const lines = readTexts().map((text) =>
+    JSON.stringify({ pieces: pre.preTokenizeString(text).map(([piece]) => Buffer.byteLength(piece, 'utf8')) }));
+  writeFileSync(arg4, lines.join('\n') + '\n');
+  process.exit(0);
+}
 const parseTok = Tokenizer.fromString(json);
 const plain = JSON.parse(json);
 plain.added_tokens = [];

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "tests/unit/tokenizer/test_data.h"
 #include "tests/unit/tokenizer/text_gen.h"
+#include "tokenizer/pretokenizer.h"
 #include "tokenizer/unicode_class.h"
 
 namespace deepinfer::tokenizer {
@@ -103,6 +105,76 @@ TEST(HfLiveTest, GeneratedInputsGiveHfIdsInBothModes) {
   EXPECT_EQ(bad, 0u) << bad << " mismatches; Unicode tables: " << char_class_unicode_version();
   std::printf("HF live: %zu docs, %zu bytes, %zu reference tokens, seed %llu, Unicode %s, %zu mismatches\n",
               docs.size(), bytes, tokens, static_cast<unsigned long long>(seed), char_class_unicode_version(), bad);
+  std::filesystem::remove_all(dir);
+}
+
+// Our pre-tokenizer's pieces against HF's own (the three Split regexes through HF's Oniguruma:
+// `hf_tokenize.mjs pieces`, tokenizer.json's pre_tokenizer without its ByteLevel step) on generated
+// documents plus a probe record around every 61st Unicode scalar value (TOKENIZER.md's probe shape).
+TEST(HfLiveTest, PreTokenizerPiecesEqualHfPreTokenizer) {
+  const uint64_t seed = env_u64("DI_TOKENIZER_SEED", 20261202) ^ 0x9e3779b97f4a7c15ull;
+  const size_t num_docs = env_u64("DI_TOKENIZER_LIVE_DOCS", 3000);
+  std::vector<std::string> specials;
+  for (const auto& t : deepseek_tokenizer().added_vocabulary().tokens()) specials.push_back(t.content);
+  testing::TextGenerator gen(seed, specials);
+  std::vector<std::string> docs;
+  for (size_t i = 0; i < num_docs; ++i) docs.push_back(gen.next(i % 100 == 0 ? 2000 : 60));
+  auto utf8 = [](char32_t cp) {
+    std::string o;
+    if (cp < 0x80) {
+      o += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      o += static_cast<char>(0xC0 | (cp >> 6)), o += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      o += static_cast<char>(0xE0 | (cp >> 12)), o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      o += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      o += static_cast<char>(0xF0 | (cp >> 18)), o += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      o += static_cast<char>(0x80 | ((cp >> 6) & 0x3F)), o += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+    return o;
+  };
+  for (char32_t cp = 0; cp < 0x110000; cp += 61) {
+    if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+    const std::string c = utf8(cp);
+    docs.push_back("x" + c + "x " + c + c + " ." + c + "\n" + c + " 1" + c + "中" + c + "!");
+  }
+  docs.push_back(std::string(5000, ' ') + "x\n \n\t \r\n" + std::string(3001, '7') + "\xE3\x80\x80\xE3\x80\x80y");
+
+  const auto dir = std::filesystem::temp_directory_path() / ("di_hf_pieces_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto in_path = dir / "in.jsonl", out_path = dir / "out.jsonl";
+  {
+    std::ofstream in(in_path, std::ios::binary);
+    for (const auto& d : docs) in << nlohmann::json{{"text", d}}.dump() << "\n";
+  }
+  const std::string cmd = std::string("\"") + DI_NODE_BIN + "\" \"" + DI_HF_TOKENIZE_SCRIPT + "\" pieces \"" +
+                          data_path("tokenizer.json") + "\" \"" + in_path.string() + "\" \"" + out_path.string() + "\"";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "the HF reference failed (node: " << DI_NODE_BIN << "); command: " << cmd
+                                         << "\nInstall it with: npm ci --prefix tests/js";
+  std::ifstream out(out_path);
+  std::vector<std::vector<uint32_t>> ref;
+  for (std::string line; std::getline(out, line);) ref.push_back(nlohmann::json::parse(line)["pieces"].get<std::vector<uint32_t>>());
+  ASSERT_EQ(ref.size(), docs.size());
+
+  PreTokenizer pre;
+  std::vector<Piece> pieces;
+  size_t bad = 0, total = 0;
+  for (size_t i = 0; i < docs.size(); ++i) {
+    pre.split(docs[i], pieces);
+    std::vector<uint32_t> ours;
+    for (const Piece& p : pieces) ours.push_back(p.end - p.begin);
+    total += ref[i].size();
+    if (ours != ref[i] && ++bad <= 10) {
+      size_t k = 0, off = 0;
+      while (k < ours.size() && k < ref[i].size() && ours[k] == ref[i][k]) off += ours[k++];
+      ADD_FAILURE() << "doc " << i << ": " << escaped(docs[i]) << "\n  first different piece " << k << " at byte " << off
+                    << ": hf " << (k < ref[i].size() ? escaped(docs[i].substr(off, ref[i][k])) : "(none)") << ", ours "
+                    << (k < ours.size() ? escaped(docs[i].substr(off, ours[k])) : "(none)");
+    }
+  }
+  EXPECT_EQ(bad, 0u) << bad << " of " << docs.size() << " documents split differently";
+  std::printf("HF pre-tokenizer: %zu docs, %zu pieces, %zu differ\n", docs.size(), total, bad);
   std::filesystem::remove_all(dir);
 }
 
