@@ -14,8 +14,11 @@ class StepCostModel {
   /// `tokens` fed this step, `token_context` = sum over fed tokens of their context length.
   void observe(double tokens, double token_context, double seconds);
   double predict(double tokens, double token_context) const;
-  /// Largest number of extra tokens at `context` that keeps the step under `target_s` given the
-  /// step already carries (base_tokens, base_token_context). Returns -1 when not fitted yet.
+  /// Largest number n of extra tokens, fed as one chunk after `context` tokens, that keeps the
+  /// step under `target_s` given the step already carries (base_tokens, base_token_context). The
+  /// chunk's own token_context is n * (context + n / 2) (as the engine counts it), so n solves
+  /// c/2 n^2 + (b + c context) n <= target - predict(base). Returns -1 when not fitted yet (or
+  /// when tokens cost nothing: no limit).
   int64_t max_tokens_within(double target_s, double context, double base_tokens, double base_token_context) const;
   bool fitted() const { return fitted_; }
   double a() const { return coef_[0]; }

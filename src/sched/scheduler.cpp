@@ -22,18 +22,22 @@ StepPlan plan_step(const SchedulerConfig& cfg, const std::vector<SeqDemand>& seq
     plan.tokens[i] = 1;
     ++plan.total;
     base_tokens += 1;
-    base_ctx += static_cast<double>(seqs[i].context);
+    base_ctx += static_cast<double>(seqs[i].context) + 0.5;  // as the engine counts a token: context + n / 2
   }
   const double target_s = cfg.target_step_ms / 1e3;
+  bool first_prefill = true;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const SeqDemand& s = seqs[i];
     if (s.decoding || s.pending <= 0) continue;
     int64_t budget = cfg.max_batch_tokens - plan.total;
     if (target_s > 0) {
       const int64_t fit = cost.max_tokens_within(target_s, static_cast<double>(s.context), base_tokens, base_ctx);
-      // At least one token per step so a prefill always makes progress.
-      if (fit >= 0) budget = std::min(budget, std::max<int64_t>(fit, plan.total == 0 ? 1 : 0));
+      // The first prefill gets at least one block, so prefills progress even when the decodes
+      // alone exceed the target (or the fitted fixed cost does).
+      const int64_t floor = first_prefill ? cfg.chunk_align : 0;
+      if (fit >= 0) budget = std::min(budget, std::max(fit, floor));
     }
+    first_prefill = false;
     if (budget <= 0) break;
     int64_t n = std::min(budget, s.pending);
     if (cfg.chunk_align > 1) {

@@ -1,6 +1,7 @@
 // Step planning (pure functions; the engine applies the plan). Each step: decode tokens first
 // (one per decoding sequence), then prefill chunks in priority order within the token budget and,
-// once the cost model is fitted, within the target step time. A prefill chunk that crosses a
+// once the cost model is fitted, within the target step time (at least one block for the first
+// prefill of a step, so a prefill always makes progress). A prefill chunk that crosses a
 // prefix-cache block boundary ends on the last one it crosses, so the state there can be cached.
 #pragma once
 
@@ -16,7 +17,11 @@ struct SchedulerConfig {
   int64_t max_batch_tokens = 2048;  // tokens fed per step
   int64_t max_running = 64;         // sequences holding state at once
   int64_t max_waiting = 4096;       // queue length before submit answers "full"
-  double target_step_ms = 0;        // 0: token budget only
+  /// Once the cost model is fitted, prefill chunks are cut so the predicted step time stays within
+  /// this (bounding the inter-token latency of decoding sequences). 0: token budget only. The
+  /// first prefill of a step always gets at least chunk_align tokens, so prefills are never
+  /// starved when the decodes alone exceed the target.
+  double target_step_ms = 0;
   int64_t chunk_align = 1;          // prefill chunk ends are aligned to multiples of this
   Status validate() const;
 };

@@ -41,6 +41,7 @@ struct GenArgs {
   int64_t max_running = 64;
   int64_t max_context = 65536;
   bool progress = true;
+  double target_step_ms = 0;  // offline: throughput, no latency target by default
   int gpus = 1;
 };
 
@@ -139,6 +140,8 @@ Json result_line(const Job& job, const Json& resp) {
 int run_generate(const GenArgs& a) {
   if (int rc = check_gpus_flag("generate", a.gpus, a.model_dir)) return rc;
   if (int rc = check_device_flag("generate", a.device)) return rc;
+  if (!(a.target_step_ms >= 0))
+    return fail("--target-step-ms must be >= 0 (0: no target), got " + std::to_string(a.target_step_ms));
   auto lines = read_jsonl(a.input);
   if (!lines.is_ok()) return fail(std::string(lines.status().message()));
   std::vector<Job> jobs;
@@ -162,6 +165,7 @@ int run_generate(const GenArgs& a) {
   eo.device = a.device;
   eo.sched.max_running = a.max_running;
   eo.sched.max_waiting = std::max<int64_t>(4096, a.concurrency * 128);
+  eo.sched.target_step_ms = a.target_step_ms;
   eo.max_context = a.max_context;
   eo.load_tokenizer = tok != nullptr;
   auto engine = make_engine(a.model_dir, eo);
@@ -272,6 +276,10 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
   gen->add_option("--concurrency", a->concurrency, "requests in flight");
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
+  gen->add_option("--target-step-ms", a->target_step_ms,
+                  "target step time (ms): prefill chunks are sized by the fitted step-cost model to stay "
+                  "within it (0: token budget only)")
+      ->capture_default_str();
   gen->add_flag("!--no-progress", a->progress, "no progress bar");
   gen->add_option("--gpus", a->gpus, "GPUs of this node to spread the experts over (1: single device)");
   reg.add(gen, [a] { return run_generate(*a); });

@@ -44,12 +44,19 @@ struct ServeArgs {
   bool reasoning_alias = false;
   bool skip_tokenizer_init = false;
   double shutdown_grace_s = 30;
+  // Prefill chunks are cut so a step stays within this once the step-cost model is fitted
+  // (bounding the inter-token latency of running streams); 0: the token budget alone.
+  double target_step_ms = 200;
   int gpus = 1;
 };
 
 int run_serve(const ServeArgs& a) {
   if (int rc = check_gpus_flag("serve", a.gpus, a.model_dir)) return rc;
   if (int rc = check_device_flag("serve", a.device)) return rc;
+  if (!(a.target_step_ms >= 0)) {
+    std::fprintf(stderr, "deepinfer serve: --target-step-ms must be >= 0 (0: no target), got %g\n", a.target_step_ms);
+    return 2;
+  }
 #ifndef DI_SERVE_HAS_ENGINE
   std::fprintf(stderr, "deepinfer serve: this build has no serving engine (src/engine/engine.h)\n");
   return 1;
@@ -101,6 +108,7 @@ int run_serve(const ServeArgs& a) {
   eo.sched.max_waiting = a.max_queue;
   eo.sched.max_running = a.max_running;
   eo.sched.max_batch_tokens = a.max_batch_tokens;
+  eo.sched.target_step_ms = a.target_step_ms;
   eo.max_context = a.max_context;
   eo.state_capacity_bytes = a.state_memory_mib << 20;
   eo.prefix_cache_bytes = a.prefix_cache_mib << 20;
@@ -148,6 +156,10 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_option("--max-queue", a->max_queue, "requests waiting in the engine before 429");
   s->add_option("--max-running", a->max_running, "sequences running at once");
   s->add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step");
+  s->add_option("--target-step-ms", a->target_step_ms,
+                 "target step time (ms): prefill chunks are sized by the fitted step-cost model to stay "
+                 "within it, bounding inter-token latency (0: token budget only)")
+      ->capture_default_str();
   s->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
   s->add_option("--state-memory-mib", a->state_memory_mib, "model state capacity (MiB)");
   s->add_option("--prefix-cache-mib", a->prefix_cache_mib, "prefix cache capacity (MiB, 0: off)");

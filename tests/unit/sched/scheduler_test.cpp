@@ -54,10 +54,116 @@ TEST(PlanStep, TargetStepTimeLimitsPrefillOnceFitted) {
   EXPECT_NEAR(static_cast<double>(p.tokens[0]), 40.0, 1.0);
 }
 
+// The engine's step: token count and sum over fed tokens of their context, a chunk of n after
+// `context` tokens counting n * (context + n / 2).
+struct StepLoad {
+  double tokens = 0, token_context = 0;
+};
+StepLoad load_of(const std::vector<SeqDemand>& seqs, const StepPlan& p) {
+  StepLoad l;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const double n = static_cast<double>(p.tokens[i]);
+    l.tokens += n;
+    l.token_context += n * (static_cast<double>(seqs[i].context) + n / 2);
+  }
+  return l;
+}
+
+// Synthetic steps timed as 2 ms + 50 us per token + 10 ns per (token x context): the fit
+// recovers all three terms, the tokens x context one included.
+StepCostModel fitted_with_context_term() {
+  StepCostModel cost;
+  for (int i = 0; i < 64; ++i) {
+    const double tokens = 1 + (i * 37) % 500, context = (i * 613) % 8000;
+    const double tc = tokens * (context + tokens / 2);
+    cost.observe(tokens, tc, 2e-3 + 5e-5 * tokens + 1e-8 * tc);
+  }
+  return cost;
+}
+
+TEST(StepCostModel, RecoversTheTokensTimesContextTerm) {
+  StepCostModel cost = fitted_with_context_term();
+  ASSERT_TRUE(cost.fitted());
+  EXPECT_NEAR(cost.a(), 2e-3, 1e-7);
+  EXPECT_NEAR(cost.b(), 5e-5, 1e-9);
+  EXPECT_NEAR(cost.c(), 1e-8, 1e-11);
+  EXPECT_NEAR(cost.predict(100, 100 * 4050), 2e-3 + 5e-3 + 1e-8 * 100 * 4050, 1e-8);
+}
+
+// Decode-only steps that got faster as the context grew (a warming cache): unconstrained least
+// squares wants a negative tokens x context cost. The fit keeps costs non-negative by refitting
+// without that term (non-negative least squares), so it still predicts the steps it saw; merely
+// clamping the negative coefficient would leave the intercept fitted to the dropped slope.
+TEST(StepCostModel, NegativeTermIsDroppedAndTheRestRefitted) {
+  StepCostModel cost;
+  double mean = 0;
+  for (int i = 0; i < 20; ++i) {
+    const double t = 1e-3 - 2e-5 * i;
+    cost.observe(1, 5 + i + 0.5, t);
+    mean += t / 20;
+  }
+  ASSERT_TRUE(cost.fitted());
+  EXPECT_EQ(cost.c(), 0.0);
+  EXPECT_GE(cost.a(), 0.0);
+  EXPECT_GE(cost.b(), 0.0);
+  EXPECT_NEAR(cost.predict(1, 15), mean, 1e-7);
+}
+
+TEST(PlanStep, ChunkShrinksToMeetTheTargetStepTime) {
+  const StepCostModel cost = fitted_with_context_term();
+  SchedulerConfig c;
+  c.max_batch_tokens = 4096;
+  const double target_s = 10e-3;
+  // Without a target the whole budget goes to the prefill.
+  const std::vector<SeqDemand> fresh = {{4000, 0, false}};
+  EXPECT_EQ(plan_step(c, fresh, cost).tokens[0], 4000);
+  c.target_step_ms = target_s * 1e3;
+  const std::vector<SeqDemand> deep = {{4000, 6000, false}};
+  std::vector<SeqDemand> busy;
+  for (int i = 0; i < 32; ++i) busy.push_back({1, 6000, true});
+  busy.push_back({4000, 6000, false});
+  int64_t previous = 4000;
+  const std::vector<SeqDemand>* cases[] = {&fresh, &deep, &busy};
+  for (const std::vector<SeqDemand>* seqs : cases) {
+    const StepPlan p = plan_step(c, *seqs, cost);
+    const int64_t chunk = p.tokens.back();
+    // The chunk shrinks as its context grows and as decodes share the step ...
+    EXPECT_GT(chunk, 0);
+    EXPECT_LT(chunk, previous);
+    previous = chunk;
+    // ... and is the largest that keeps the predicted step within the target.
+    const StepLoad l = load_of(*seqs, p);
+    EXPECT_LE(cost.predict(l.tokens, l.token_context), target_s);
+    std::vector<int64_t> more = p.tokens;
+    ++more.back();
+    const StepLoad m = load_of(*seqs, StepPlan{more, p.total + 1});
+    EXPECT_GT(cost.predict(m.tokens, m.token_context), target_s);
+  }
+}
+
+TEST(PlanStep, FirstPrefillGetsOneBlockWhenDecodesAloneExceedTheTarget) {
+  const StepCostModel cost = fitted_with_context_term();
+  SchedulerConfig c;
+  c.max_batch_tokens = 4096;
+  c.chunk_align = 16;
+  c.target_step_ms = 3;  // 2 ms fixed + 64 decodes at context 6000: ~9 ms
+  std::vector<SeqDemand> seqs;
+  for (int i = 0; i < 64; ++i) seqs.push_back({1, 6000, true});
+  seqs.push_back({100, 0, false});
+  seqs.push_back({100, 0, false});
+  const StepPlan p = plan_step(c, seqs, cost);
+  EXPECT_EQ(p.tokens[64], 16);
+  EXPECT_EQ(p.tokens[65], 0);
+  EXPECT_EQ(p.total, 64 + 16);
+}
+
 TEST(SchedulerConfig, Validates) {
   SchedulerConfig c;
   EXPECT_TRUE(c.validate().is_ok());
   c.max_batch_tokens = 0;
+  EXPECT_FALSE(c.validate().is_ok());
+  c.max_batch_tokens = 1;
+  c.target_step_ms = -1;
   EXPECT_FALSE(c.validate().is_ok());
 }
 
