@@ -39,21 +39,34 @@ Status check_normalizer(const json& root) {
 }
 
 Status check_pre_tokenizer(const json& root) {
-  const json& pt = root.at("pre_tokenizer");
-  auto bad = [&] { return Status::unsupported("tokenizer.json: not the DeepSeek pre-tokenizer: " + pt.dump()); };
-  if (pt.value("type", "") != "Sequence") return bad();
-  const json& seq = pt.at("pretokenizers");
-  if (!seq.is_array() || seq.size() != 4) return bad();
+  auto it = root.find("pre_tokenizer");
+  auto bad = [&](const std::string& why) {
+    return Status::unsupported("tokenizer.json: not the DeepSeek pre-tokenizer (" + why + "): " +
+                               (it == root.end() ? std::string("missing") : it->dump()));
+  };
+  if (it == root.end() || !it->is_object() || it->value("type", "") != "Sequence") {
+    return bad("expected a Sequence of 3 Split + ByteLevel");
+  }
+  auto seq_it = it->find("pretokenizers");
+  if (seq_it == it->end() || !seq_it->is_array() || seq_it->size() != 4) {
+    return bad("expected exactly 4 steps: 3 Split + ByteLevel");
+  }
+  const json& seq = *seq_it;
   for (int k = 0; k < 3; ++k) {
     const json& s = seq[k];
-    if (s.value("type", "") != "Split" || s.value("behavior", "") != "Isolated" || s.value("invert", true)) {
-      return bad();
+    const std::string step = "step " + std::to_string(k + 1);
+    if (!s.is_object() || s.value("type", "") != "Split" || s.value("behavior", "") != "Isolated" ||
+        s.value("invert", true)) {
+      return bad(step + ": expected Split with behavior Isolated, invert false");
     }
-    if (!s.contains("pattern") || s["pattern"].value("Regex", "") != kSplitPatterns[k]) return bad();
+    if (!s.contains("pattern") || !s["pattern"].is_object() || s["pattern"].value("Regex", "") != kSplitPatterns[k]) {
+      return bad(step + ": expected the Regex pattern " + json(kSplitPatterns[k]).dump());
+    }
   }
   const json& bl = seq[3];
-  if (bl.value("type", "") != "ByteLevel" || bl.value("add_prefix_space", true) || bl.value("use_regex", true)) {
-    return bad();
+  if (!bl.is_object() || bl.value("type", "") != "ByteLevel" || bl.value("add_prefix_space", true) ||
+      bl.value("use_regex", true)) {
+    return bad("step 4: expected ByteLevel with add_prefix_space false, use_regex false");
   }
   return Status::ok();
 }
@@ -79,9 +92,12 @@ Result<std::vector<AddedToken>> read_added_tokens(const json& root) {
   auto it = root.find("added_tokens");
   if (it == root.end() || it->is_null()) return out;
   for (const json& t : *it) {
-    if (t.value("lstrip", false) || t.value("rstrip", false) || t.value("single_word", false)) {
-      return Status::unsupported("added token " + t.value("content", std::string()) +
-                                 ": lstrip/rstrip/single_word are not supported");
+    for (const char* flag : {"lstrip", "rstrip", "single_word"}) {
+      if (t.value(flag, false)) {
+        return Status::unsupported("tokenizer.json: added token " + json(t.value("content", std::string())).dump() +
+                                   " (id " + t.value("id", json()).dump() + ") sets " + flag +
+                                   "; lstrip/rstrip/single_word are not supported");
+      }
     }
     AddedToken a;
     a.id = t.at("id").get<int32_t>();
