@@ -1,8 +1,10 @@
 // `deepinfer tokenize` and `deepinfer detokenize`: JSON-lines in, JSON-lines out.
 //   tokenize:   {"text": "..."}  ->  {"ids": [...]}     (--special-tokens parse|text)
 //   detokenize: {"ids": [...]}   ->  {"text": "..."}    (--skip-special-tokens)
-// A line that is not valid UTF-8, not JSON, or lacks the field stops the run with exit code 1
-// and a message naming the file, line and byte offset; nothing is guessed or replaced.
+// Output line N answers input line N. A line that is blank, not valid UTF-8, not JSON, or lacks
+// the field stops the run with exit code 1 and a message naming the file, line (and byte offset);
+// nothing is guessed, replaced or skipped (a skipped line would shift every later answer).
+// --tokenizer takes a tokenizer.json file or a directory holding one.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -61,7 +63,7 @@ Result<nlohmann::json> parse_line(const std::string& line) {
   }
 }
 
-// Runs `fn(json) -> Result<json>` over every non-empty line.
+// Runs `fn(json) -> Result<json>` over every line, one output line per input line.
 template <class Fn>
 Status for_each_line(const TokenizeArgs& a, Fn fn) {
   Streams s;
@@ -70,8 +72,13 @@ Status for_each_line(const TokenizeArgs& a, Fn fn) {
   std::string out;
   for (size_t lineno = 1; std::getline(s.in(), line); ++lineno) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
     auto where = a.input + ":" + std::to_string(lineno);
+    if (line.find_first_not_of(" \t") == std::string::npos) {
+      return Status::invalid_argument(
+                 "blank line: every input line must be one JSON object (output line N answers input line N; "
+                 "use {\"text\": \"\"} for empty text)")
+          .with_context(where);
+    }
     auto j = parse_line(line);
     if (!j.is_ok()) return j.status().with_context(where);
     auto r = fn(*j);

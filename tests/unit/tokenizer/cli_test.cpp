@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -103,6 +104,48 @@ TEST(CliTest, DetokenizeRoundTripsAndSkipsSpecials) {
   r = run("detokenize --tokenizer " + tokenizer_dir() + " --input " + in);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("unknown token id 999999"), std::string::npos) << r.output;
+  std::remove(in.c_str());
+}
+
+TEST(CliTest, TokenizerJsonFilePathWorksLikeTheDirectory) {
+  std::string in = temp_path("file-path-in");
+  write(in, "{\"text\": \"Hello <｜User｜> 中文 12345\"}\n{\"text\": \"x\"}\n");
+  auto by_dir = run("tokenize --tokenizer " + tokenizer_dir() + " --special-tokens parse --input " + in);
+  auto by_file = run("tokenize --tokenizer " + tokenizer_dir() + "/tokenizer.json --special-tokens parse --input " + in);
+  ASSERT_EQ(by_file.exit_code, 0) << by_file.output;
+  ASSERT_EQ(by_dir.exit_code, 0) << by_dir.output;
+  EXPECT_EQ(by_file.output, by_dir.output);
+  auto first = nlohmann::json::parse(by_file.output.substr(0, by_file.output.find('\n')))["ids"];
+  EXPECT_NE(std::find(first.begin(), first.end(), 128803), first.end()) << first;  // parse mode applied
+  auto missing = run("tokenize --tokenizer " + tokenizer_dir() + "/nope.json --special-tokens parse --input " + in);
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("nope.json"), std::string::npos) << missing.output;
+  std::remove(in.c_str());
+}
+
+// Output line N answers input line N: a blank line is an error naming it, never skipped (which would
+// shift every later answer); empty text is {"text": ""} and gets its own (empty) answer.
+TEST(CliTest, BlankInputLinesAreAnErrorAndEveryLineGetsOneAnswer) {
+  std::string in = temp_path("blank-in");
+  write(in, "{\"text\": \"a\"}\n{\"text\": \"\"}\r\n{\"text\": \"b\"}\n");
+  auto ok = run("tokenize --tokenizer " + tokenizer_dir() + " --special-tokens text --input " + in);
+  ASSERT_EQ(ok.exit_code, 0) << ok.output;
+  std::istringstream lines(ok.output);
+  std::vector<nlohmann::json> outs;
+  for (std::string l; std::getline(lines, l);) outs.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(outs.size(), 3u);
+  EXPECT_EQ(outs[1]["ids"], nlohmann::json::array());
+  EXPECT_EQ(outs[0]["ids"].size(), 1u);
+  for (const char* blank : {"\n", "   \n", "\r\n", "\t\n"}) {
+    write(in, std::string("{\"text\": \"a\"}\n") + blank + "{\"text\": \"b\"}\n");
+    auto r = run("tokenize --tokenizer " + tokenizer_dir() + " --special-tokens text --input " + in);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find(in + ":2: blank line"), std::string::npos) << r.output;
+  }
+  write(in, "{\"ids\": [19923]}\n\n");
+  auto d = run("detokenize --tokenizer " + tokenizer_dir() + " --input " + in);
+  EXPECT_EQ(d.exit_code, 1) << d.output;
+  EXPECT_NE(d.output.find(in + ":2: blank line"), std::string::npos) << d.output;
   std::remove(in.c_str());
 }
 
