@@ -358,9 +358,23 @@ bool Engine::step() {
     mask_thread = std::thread([&masked] {
       for (Sequence* s : masked) s->prepare_mask();
     });
+  // Sampling on the model's device (only tokens and logprobs come back) unless a grammar mask is
+  // needed this step. Every batch entry gets a row; entries in mid-prompt sample nothing (a plain
+  // greedy row, its result unused).
+  const bool on_device = opts_.device_sampling && model_->samples_on_device() && masked.empty();
+  static const SamplingParams kUnused{.temperature = 0.0f};
+  std::vector<SampleRow> rows;
+  std::vector<SampleResult> sampled;
+  if (on_device)
+    for (size_t b = 0; b < members.size(); ++b) {
+      const Sequence& s = *members[b];
+      const bool samples = s.computed + static_cast<int64_t>(batch[b].tokens.size()) == static_cast<int64_t>(s.tokens.size());
+      rows.push_back(samples ? s.next_row() : SampleRow{.params = &kUnused});
+    }
   v4::ForwardOutput out;
+  out.allow_lent_logits = true;
   const auto t0 = Clock::now();
-  Status st = model_->forward(batch, out);
+  Status st = on_device ? model_->forward_sample(batch, rows, sampled) : model_->forward(batch, out);
   if (mask_thread.joinable()) mask_thread.join();
   cost_.observe(static_cast<double>(plan.total), token_ctx, std::chrono::duration<double>(Clock::now() - t0).count());
   if (!st.is_ok()) {
@@ -386,7 +400,8 @@ bool Engine::step() {
       prompt_tokens_total_ += s.prompt_len;
     }
     ++generation_tokens_total_;
-    const auto finish_reason = s.append(std::span<const float>(out.logits.data() + out.row_offsets[b] * V, V));
+    const auto finish_reason = on_device ? s.accept(std::move(sampled[b]))
+                                         : s.append(out.rows().subspan(static_cast<size_t>(out.row_offsets[b] * V), V));
     const int64_t new_bytes = estimate_bytes(s, 1);
     state_bytes_ += new_bytes - s.state_bytes;
     s.state_bytes = new_bytes;

@@ -26,6 +26,9 @@ struct EngineOptions {
   std::string served_model_name;                    // default: the folder's name
   bool load_tokenizer = true;                       // tokenizer.json when present (stop strings)
   std::string device = "cpu";                       // "cpu" or "cuda": where the model runs (load_model)
+  /// Sample on the model's device when it can (Model::samples_on_device) and no sequence of the
+  /// step needs a grammar mask: only tokens and logprobs come back, not the logits.
+  bool device_sampling = true;
   /// Optional decorator around the loaded model (tracing, metrics, tests); must forward to it.
   std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap_model;
   Status validate() const;

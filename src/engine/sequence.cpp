@@ -11,7 +11,7 @@ namespace deepinfer {
 
 Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens, int32_t eos,
                    const tokenizer::Tokenizer* tokenizer)
-    : ctx(std::move(c)), sample_index(index), max_tokens_(max_tokens), eos_(eos) {
+    : ctx(std::move(c)), sample_index(index), max_tokens_(max_tokens), eos_(eos), eos_ids_{eos} {
   tokens = ctx->req.prompt;
   prompt_len = static_cast<int64_t>(tokens.size());
   if (!ctx->req.sampling.stop.empty() && tokenizer) {
@@ -26,17 +26,21 @@ Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens,
 
 Sequence::~Sequence() = default;
 
-std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
+SampleRow Sequence::next_row() const {
   const SamplingParams& p = ctx->req.sampling;
-  const int32_t eos_ids[1] = {eos_};
   SampleRow row;
-  row.logits = logits;
   row.params = &p;
   row.prompt_tokens = std::span<const int32_t>(tokens.data(), prompt_len);
   row.output_tokens = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
-  row.eos_token_ids = eos_ids;
+  row.eos_token_ids = eos_ids_;
   row.rng = RngKey{*p.seed, static_cast<uint32_t>(sample_index)};
   row.position = static_cast<int64_t>(tokens.size()) - prompt_len;
+  return row;
+}
+
+std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
+  SampleRow row = next_row();
+  row.logits = logits;
   if (needs_mask()) {
     if (!mask_ready_) prepare_mask();
     mask_ready_ = false;
@@ -49,7 +53,10 @@ std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {
     }
     row.logits = masked_;
   }
-  SampleResult r = sample_row(row);
+  return accept(sample_row(row));
+}
+
+std::optional<FinishInfo> Sequence::accept(SampleResult r) {
   if (matcher_) {
     if (grammar_active_) {
       if (!matcher_->accept_token(r.token)) matcher_.reset();  // cannot happen for a masked choice
@@ -79,7 +86,6 @@ void Sequence::prepare_mask() {
 std::optional<FinishInfo> Sequence::check_stop(int32_t token) {
   const SamplingParams& p = ctx->req.sampling;
   const int64_t generated = static_cast<int64_t>(tokens.size()) - prompt_len;
-  const int32_t eos_ids[1] = {eos_};
   if (stops_) {  // stop strings: matched on the detokenized text, across token boundaries
     auto text = detok_->push(token);
     if (text.is_ok()) {
@@ -87,7 +93,7 @@ std::optional<FinishInfo> Sequence::check_stop(int32_t token) {
       if (u.stop_index) return FinishInfo{"stop", stops_->stop_string(*u.stop_index)};
     }
   }
-  switch (check_token_stop(token, generated, p, eos_ids, max_tokens_)) {
+  switch (check_token_stop(token, generated, p, eos_ids_, max_tokens_)) {
     case FinishReason::kStop: return FinishInfo{"stop", std::nullopt};
     case FinishReason::kLength: return FinishInfo{"length", std::nullopt};
     case FinishReason::kNone: break;

@@ -50,6 +50,12 @@ class Sequence {
 
   /// Samples from `logits` (the row after the last token), appends and streams the token.
   std::optional<FinishInfo> append(std::span<const float> logits);
+  /// The sampler's row for the next token, logits not set (parameters, token history, rng key,
+  /// position): for a model that samples on its device (Model::forward_sample). Valid until the
+  /// sequence changes.
+  SampleRow next_row() const;
+  /// Appends and streams a token sampled from next_row() elsewhere; whether the sample finished.
+  std::optional<FinishInfo> accept(SampleResult r);
   /// Structured outputs: computes the grammar mask for the next token from the matcher's current
   /// state (it depends only on tokens already accepted), so the engine can run it while the
   /// forward that produces the logits is in flight. append() uses it; without it, append()
@@ -74,6 +80,7 @@ class Sequence {
 
   int64_t max_tokens_;
   int32_t eos_;
+  int32_t eos_ids_[1];  // the sampler's eos_token_ids
   std::unique_ptr<tokenizer::IncrementalDecoder> detok_;  // only with stop strings
   std::unique_ptr<StopMatcher> stops_;
   std::unique_ptr<grammar::Matcher> matcher_;  // structured outputs

@@ -8,8 +8,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/result.h"
+#include "core/status.h"
 #include "model/deepseek_v4/config.h"
 #include "model/numerics.h"
 
@@ -44,8 +47,22 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t con
 struct StepTimes {
   int64_t steps = 0, graph_steps = 0;
   double host_s = 0, device_s = 0, logits_s = 0;
+  /// The host preparation by part ("host: ..."), and with CudaTuning::profile the device time by
+  /// part of the forward (embedding, each layer's attention projections / attention / output,
+  /// MoE shared / routed / combine, head), summed over the layers, in the order first seen. Each
+  /// device part ends with a device synchronisation, so parts do not overlap (side streams are
+  /// serialised) and a profiled step runs eagerly.
+  std::vector<std::pair<std::string, double>> parts_s;
 };
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
+
+/// Knobs of a CUDA model that change its speed, never its results.
+struct CudaTuning {
+  int moe_group_rows = 0;  // rows per routed-expert group: 16, 32 or 64; 0: the default (16)
+  bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
+};
+/// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.
+Status cuda_set_tuning(Model& m, const CudaTuning& t);
 
 }  // namespace deepinfer

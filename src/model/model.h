@@ -12,6 +12,7 @@
 #include "core/result.h"
 #include "model/deepseek_v4/model.h"
 #include "model/deepseek_v41/model.h"
+#include "sample/sampler.h"
 
 namespace deepinfer {
 
@@ -51,6 +52,17 @@ class Model {
   /// Hint: `upcoming` will be a later forward's batch (a prefill chunk not yet run, the token just
   /// sampled); a model may start reading what it needs (V4.1: Engram table rows). No effect on results.
   virtual void prefetch(std::span<const ModelInput> upcoming) { (void)upcoming; }
+  /// Optional: sampling where the logits are (the CUDA model: on the device, so only tokens and
+  /// logprobs reach the host). rows[i] (its `logits` span unused) is sampled from batch[i]'s
+  /// last logits row; out[i] is what sample_row would return with that row: the same token, the
+  /// logprobs within 1e-5 (the device sums in another fixed order). Every entry's all_logits
+  /// must be false.
+  virtual bool samples_on_device() const { return false; }
+  virtual Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                                std::vector<SampleResult>& out) {
+    (void)batch, (void)rows, (void)out;
+    return Status::unsupported("this model samples on the host only");
+  }
 };
 
 /// Reads dir/config.json's model_type and loads the matching model.

@@ -60,4 +60,10 @@ Result<StepTimes> cuda_step_times(Model& model, bool reset) {
   return t;
 }
 
+Status cuda_set_tuning(Model& model, const CudaTuning& t) {
+  auto* m = dynamic_cast<v4gpu::V4GpuModel*>(&model);
+  if (!m) return Status::invalid_argument("tuning applies to the deepseek_v4 CUDA model only");
+  return m->set_tuning(t);
+}
+
 }  // namespace deepinfer

@@ -23,4 +23,8 @@ Result<StepTimes> cuda_step_times(Model&, bool) {
   return Status::unsupported("step times of a CUDA model need the CUDA backend");
 }
 
+Status cuda_set_tuning(Model&, const CudaTuning&) {
+  return Status::unsupported("tuning a CUDA model needs the CUDA backend");
+}
+
 }  // namespace deepinfer

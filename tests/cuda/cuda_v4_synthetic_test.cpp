@@ -329,5 +329,108 @@ TEST_F(V4Synthetic, RealShapesRun) {
   }
 }
 
+// Lent logits (ForwardOutput::allow_lent_logits: the pinned host buffer, no copy into `logits`)
+// are bitwise the rows a caller that does not allow them gets, in a batch whose processing order
+// differs from its own (a prefill chunk before two decoding sequences) and in a decode-only one.
+TEST_F(V4Synthetic, LentLogitsAreTheSameRows) {
+  auto cfg = v4::flash_config(2, 16);
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  cfg->vocab_size = 4096;
+  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 9);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto steps = [&](bool lent) {
+    std::vector<std::unique_ptr<ModelState>> st;
+    for (int s = 0; s < 3; ++s) st.push_back((*model)->new_state());
+    const std::vector<int32_t> p0 = tokens(40, 4096, 1), p1 = tokens(50, 4096, 2), p2 = tokens(60, 4096, 3);
+    std::vector<std::vector<float>> rows;
+    v4::ForwardOutput out;
+    out.allow_lent_logits = lent;
+    auto fwd = [&](std::vector<ModelInput> b) {
+      Status f = (*model)->forward(b, out);
+      EXPECT_TRUE(f.is_ok()) << f.to_string();
+      EXPECT_EQ(out.lent_logits.empty(), !lent);
+      EXPECT_EQ(out.logits.empty(), lent);
+      rows.emplace_back(out.rows().begin(), out.rows().end());
+      rows.emplace_back(out.row_offsets.begin(), out.row_offsets.end());
+    };
+    fwd({{st[0].get(), p0, false}, {st[1].get(), p1, true}});
+    const int32_t t0 = 7, t1 = 8, t2 = 9;
+    fwd({{st[2].get(), p2, false}, {st[0].get(), std::span<const int32_t>(&t0, 1), false},
+         {st[1].get(), std::span<const int32_t>(&t1, 1), false}});
+    fwd({{st[0].get(), std::span<const int32_t>(&t1, 1), false}, {st[1].get(), std::span<const int32_t>(&t2, 1), false},
+         {st[2].get(), std::span<const int32_t>(&t0, 1), false}});
+    return rows;
+  };
+  const auto copied = steps(false), lent = steps(true);
+  ASSERT_EQ(copied.size(), 6u);
+  EXPECT_EQ(copied[0].size(), size_t{1 + 50} * 4096);
+  for (size_t i = 0; i < copied.size(); ++i) EXPECT_TRUE(copied[i] == lent[i]) << "forward " << i / 2;
+}
+
+// CudaTuning changes speed, never bits: routed-expert groups of 16 (the default), 32 or 64 rows,
+// and the profiled (eager, synchronised) step, give bitwise the same logits. 8 experts and
+// 64 decoding sequences put ~48 rows on each expert (what an expert-parallel slice sees at large
+// batch), the 96-token prefills ~72; the last layer routes by score, the first three by hash.
+TEST_F(V4Synthetic, TuningChangesNoBits) {
+  auto cfg = v4::flash_config(4, 8);
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  cfg->vocab_size = 4096;
+  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 3);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  constexpr int kSeqs = 64, kSteps = 3;
+  auto run_batch = [&](const CudaTuning& t) {
+    Status ts = (*model)->set_tuning(t);
+    EXPECT_TRUE(ts.is_ok()) << ts.to_string();
+    (*model)->reset_step_times();
+    std::vector<std::unique_ptr<ModelState>> st;
+    std::vector<std::vector<int32_t>> prompts;
+    std::vector<float> all;
+    v4::ForwardOutput out;
+    for (int s = 0; s < kSeqs; ++s) {
+      st.push_back((*model)->new_state());
+      prompts.push_back(tokens(96, 4096, 100 + s));
+      ModelInput in{st.back().get(), prompts.back(), false};
+      Status f = (*model)->forward(std::span<const ModelInput>(&in, 1), out);
+      EXPECT_TRUE(f.is_ok()) << f.to_string();
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+    }
+    std::vector<int32_t> next(kSeqs);
+    for (int step = 0; step < kSteps; ++step) {  // the second step is captured, the third replayed
+      std::vector<ModelInput> batch;
+      for (int s = 0; s < kSeqs; ++s) {
+        next[s] = 2 + (s * 31 + step * 7) % 4000;
+        batch.push_back({st[s].get(), std::span<const int32_t>(&next[s], 1), false});
+      }
+      Status f = (*model)->forward(batch, out);
+      EXPECT_TRUE(f.is_ok()) << f.to_string();
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+    }
+    return all;
+  };
+  const std::vector<float> ref = run_batch({});
+  ASSERT_EQ(ref.size(), size_t{kSeqs} * (1 + kSteps) * 4096);
+  for (int rows : {16, 32, 64}) {
+    CudaTuning t;
+    t.moe_group_rows = rows;
+    EXPECT_TRUE(run_batch(t) == ref) << "groups of " << rows << " rows change the logits";
+  }
+  CudaTuning p;
+  p.profile = true;
+  EXPECT_TRUE(run_batch(p) == ref) << "the profiled step changes the logits";
+  const StepTimes st = (*model)->step_times();
+  const StepTimes* times = &st;
+  EXPECT_EQ(times->graph_steps, 0) << "profiled steps run eagerly";
+  ASSERT_FALSE(times->parts_s.empty());
+  double sum = 0;
+  for (const auto& [name, s] : times->parts_s) {
+    EXPECT_GE(s, 0.0) << name;
+    sum += s;
+  }
+  EXPECT_GT(sum, 0.0);
+  CudaTuning bad;
+  bad.moe_group_rows = 48;
+  EXPECT_FALSE((*model)->set_tuning(bad).is_ok());
+}
+
 }  // namespace
 }  // namespace deepinfer

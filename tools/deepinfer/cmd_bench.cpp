@@ -54,6 +54,8 @@ struct BenchArgs {
   bool warmup = true;
   int64_t prefill_chunk = 8192;
   std::string device = "cpu";
+  CudaTuning tuning;  // --moe-group-rows, --profile
+  bool host_sampling = false;  // cuda: decode logits to the host (else greedy sampling on the device)
 };
 
 int usage_error(const std::string& msg) {
@@ -81,6 +83,8 @@ int run_bench(const BenchArgs& a) {
   if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
   if (int rc = check_device_flag("bench", a.device)) return rc;
   const bool cpu = a.device == "cpu";
+  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.profile || a.host_sampling))
+    return usage_error("--moe-group-rows, --profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   LoadOptions lo;
@@ -98,6 +102,10 @@ int run_bench(const BenchArgs& a) {
   }
   if (!model.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", model.status().to_string().c_str()), 1;
   Model& m = **model;
+  if (!cpu) {
+    Status t = cuda_set_tuning(m, a.tuning);
+    if (!t.is_ok()) return usage_error(std::string(t.message()));
+  }
   std::mt19937 rng(1234);
   std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(m.info().vocab_size - 1));
   std::vector<std::vector<int32_t>> prompts(a.batch);
@@ -114,6 +122,7 @@ int run_bench(const BenchArgs& a) {
   double prefill_s = 0, decode_s = 0;
   auto run = [&]() -> Status {
     v4::ForwardOutput out;
+    out.allow_lent_logits = true;  // as the engine: a CUDA model's pinned logits, no copy into `out`
     if (warm) {
       std::unique_ptr<ModelState> w = m.new_state();
       if (!w) return Status::resource_exhausted("no memory for sequence state");
@@ -136,6 +145,12 @@ int run_bench(const BenchArgs& a) {
     prefill_s = now_s() - t0;
     std::vector<int32_t> next(a.batch);
     const int64_t untimed = warm ? std::min<int64_t>(a.gen_len, 2) : 0;
+    // As the engine: a model that samples on its device does (greedy rows here), else the logits
+    // come to the host (lent, pinned).
+    const bool on_device = m.samples_on_device() && !a.host_sampling;
+    const SamplingParams greedy{.temperature = 0.0f, .seed = 1};
+    std::vector<SampleRow> rows(static_cast<size_t>(a.batch), SampleRow{.params = &greedy});
+    std::vector<SampleResult> sampled;
     for (int64_t step = 0; step < untimed + a.gen_len; ++step) {
       for (int64_t b = 0; b < a.batch; ++b) {
         next[b] = tok(rng);
@@ -143,7 +158,7 @@ int run_bench(const BenchArgs& a) {
       }
       if (!cpu && step == untimed) (void)cuda_step_times(m, true);  // the timed steps' parts only
       const double t1 = now_s();
-      DI_TRY(m.forward(batch, out));
+      DI_TRY(on_device ? m.forward_sample(batch, rows, sampled) : m.forward(batch, out));
       if (step >= untimed) decode_s += now_s() - t1;
     }
     return Status::ok();
@@ -188,11 +203,25 @@ int run_bench(const BenchArgs& a) {
     std::printf("floor bytes: dense %.1f MB + routed experts %.1f MB + state %.1f MB (%s)\n", db.dense / 1e6,
                 db.experts / 1e6, db.state / 1e6, floor_counts.c_str());
   const double per = parts.steps ? 1e3 / static_cast<double>(parts.steps) : 0.0;
+  const bool device_sampling = !cpu && !a.host_sampling && m.samples_on_device();
+  const std::string sampling_part = device_sampling ? "greedy sampling on the device + tokens to host" : "logits to host";
   if (parts.steps)
-    std::printf("decode step parts: host preparation %.3f ms, device %.3f ms, logits to host %.3f ms "
+    std::printf("decode step parts: host preparation %.3f ms, device %.3f ms, %s %.3f ms "
                 "(%lld of %lld steps replayed from a CUDA graph)\n",
-                parts.host_s * per, parts.device_s * per, parts.logits_s * per, (long long)parts.graph_steps,
+                parts.host_s * per, parts.device_s * per, sampling_part.c_str(), parts.logits_s * per,
+                (long long)parts.graph_steps,
                 (long long)parts.steps);
+  nlohmann::json profile = nlohmann::json::array();
+  if (!parts.parts_s.empty()) {
+    double sum = 0;
+    for (const auto& [name, s] : parts.parts_s) sum += s;
+    std::printf("decode time by part (host preparation; with --profile the device too, eager and synchronised "
+                "per part; ms per step, share):\n");
+    for (const auto& [name, s] : parts.parts_s) {
+      std::printf("  %-58s %8.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
+      profile.push_back({{"part", name}, {"ms", s * per}});
+    }
+  }
   if (!a.json_out.empty()) {
     nlohmann::json j{{"model_dir", a.model_dir},
                      {"model", model_name},
@@ -213,11 +242,14 @@ int run_bench(const BenchArgs& a) {
                      {"decode_step_parts_ms",
                       {{"host", parts.host_s * per},
                        {"device", parts.device_s * per},
-                       {"logits_to_host", parts.logits_s * per},
+                       {device_sampling ? "device_sampling" : "logits_to_host", parts.logits_s * per},
                        {"graph_steps", parts.graph_steps},
                        {"steps", parts.steps}}},
                      {"warmup", warm},
                      {"prefill_chunk", a.prefill_chunk},
+                     {"moe_group_rows", a.tuning.moe_group_rows},
+                     {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
+                     {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
     if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
                                      {"seed", a.seed}};
@@ -246,6 +278,12 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--batch", a->batch, "sequences decoded together");
   b->add_option("--threads", a->threads, "CPU threads (0: all)");
   add_device_option(b, a->device);
+  b->add_option("--moe-group-rows", a->tuning.moe_group_rows,
+                "--device cuda: rows per routed-expert group, 16, 32 or 64 (0: the default, 16)");
+  b->add_flag("--host-sampling", a->host_sampling,
+              "--device cuda: copy the decode logits to the host instead of sampling on the device");
+  b->add_flag("--profile", a->tuning.profile,
+              "--device cuda: device time of the decode steps by part (steps run eagerly, synchronised per part)");
   b->add_option("--json", a->json_out, "write the results as JSON to this file");
   reg.add(b, [a] { return run_bench(*a); });
 

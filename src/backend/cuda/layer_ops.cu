@@ -459,13 +459,14 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
 }
 
 // ---- expert grouping (one block of 256 threads) ----
-constexpr int kMaxSlots = 8192, kGroupRows = 16;  // one m16 tile per group: the fast MT = 1 path
+constexpr int kMaxSlots = 8192, kGroupRows = 16;  // default: one m16 tile per group, the fast MT = 1 path
 __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
                                                          const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
                                                          float* g_perm, float* u_perm, const float* a_perm,
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
-                                                         int32_t* __restrict__ slot_pos, Mxfp4Group* __restrict__ g13,
-                                                         Mxfp4Group* __restrict__ g2) {
+                                                         int group_rows, const uint16_t* x16_perm,
+                                                         const uint16_t* a16_perm, int32_t* __restrict__ slot_pos,
+                                                         Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2) {
   __shared__ int ex[kMaxSlots];
   __shared__ int cnt[1024], off[1024], gst[1024];
   for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
@@ -481,7 +482,7 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
     for (int e = 0; e < E; ++e) {
       off[e] = o, gst[e] = g;
       o += cnt[e];
-      g += (cnt[e] + kGroupRows - 1) / kGroupRows;
+      g += (cnt[e] + group_rows - 1) / group_rows;
     }
   }
   __syncthreads();
@@ -491,21 +492,23 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
     for (int i = 0; i < TK; ++i)
       if (ex[i] == e) slot_pos[i] = r++;
     const ExpertPtrs p = ptrs[e];
-    for (int c = 0; c * kGroupRows < cnt[e]; ++c) {
+    for (int c = 0; c * group_rows < cnt[e]; ++c) {
       const int g = gst[e] + c;
-      const int64_t r0 = off[e] + c * kGroupRows;
-      const int m = min(kGroupRows, cnt[e] - c * kGroupRows);
+      const int64_t r0 = off[e] + c * group_rows;
+      const int m = min(group_rows, cnt[e] - c * group_rows);
       Mxfp4Group a;
       a.w = p.w1, a.scale = p.s1, a.x = x_perm + r0 * d, a.y = g_perm + r0 * inter, a.m = m;
+      a.x16 = x16_perm ? x16_perm + r0 * d : nullptr;
       g13[2 * g] = a;
       a.w = p.w3, a.scale = p.s3, a.y = u_perm + r0 * inter;
       g13[2 * g + 1] = a;
       a.w = p.w2, a.scale = p.s2, a.x = a_perm + r0 * inter, a.y = y_perm + r0 * d;
+      a.x16 = a16_perm ? a16_perm + r0 * inter : nullptr;
       g2[g] = a;
     }
   }
   // unused entries: m = 0
-  const int used = gst[E - 1] + (cnt[E - 1] + kGroupRows - 1) / kGroupRows;
+  const int used = gst[E - 1] + (cnt[E - 1] + group_rows - 1) / group_rows;
   for (int g = used + threadIdx.x; g < max_groups; g += blockDim.x) {
     Mxfp4Group z;
     g13[2 * g] = z;
@@ -702,21 +705,24 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 
 int moe_group_rows() { return kGroupRows; }
 
-int moe_max_groups(int64_t T, int k, int64_t n_experts) {
+int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
   const int64_t tk = T * k;
-  return static_cast<int>(std::min<int64_t>(n_experts, tk) + tk / kGroupRows);
+  return static_cast<int>(std::min<int64_t>(n_experts, tk) + tk / group_rows);
 }
 
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream) {
+                      Mxfp4Group* groups2, void* stream, int group_rows, const uint16_t* x16_perm,
+                      const uint16_t* a16_perm) {
   if (T * k > kMaxSlots || n_experts > 1024) return fail("moe_build_groups: T*k > 8192 or E > 1024");
-  if (max_groups < moe_max_groups(T, k, n_experts)) return fail("moe_build_groups: max_groups too small");
+  if (group_rows != 16 && group_rows != 32 && group_rows != 64) return fail("moe_build_groups: group_rows not 16, 32 or 64");
+  if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
   moe_groups_kernel<<<1, 256, 0, as_stream(stream)>>>(experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
-                                                      max_groups, slot_pos, groups13, groups2);
+                                                      max_groups, group_rows, x16_perm, a16_perm, slot_pos, groups13,
+                                                      groups2);
   return check_launch("moe_groups_kernel");
 }
 

@@ -42,22 +42,27 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 struct ExpertPtrs {
   const uint8_t *w1, *s1, *w3, *s3, *w2, *s2;
 };
-/// Rows per expert group (an expert with more rows gets several groups): 16, so that
-/// mxfp4_linear_grouped always runs with max_m = min(T, 16), its one-m-tile path (the first
-/// layer-bench run on the H200, with 64-row groups, got 0.27-0.39 TB/s on the experts at batch
-/// 32-64, i.e. max_m 32-64, against ~1 TB/s at max_m <= 16; most groups hold 1-4 rows).
+/// Rows per expert group (an expert with more rows gets several groups) by default: 16, so that
+/// mxfp4_linear_grouped runs with max_m = min(T, 16), its one-m-tile path (the first layer-bench
+/// run on the H200, with 64-row groups, got 0.27-0.39 TB/s on the experts at batch 32-64, i.e.
+/// max_m 32-64, against ~1 TB/s at max_m <= 16; most groups hold 1-4 rows). Measured again on
+/// the EP slice at batch 256 (~48 rows per expert, docs/performance.md seventh slice): 32-row
+/// groups took the same device time and 64-row groups 1.8x more, prefill 8k 2.6x more.
 int moe_group_rows();
-/// Upper bound of the (expert, chunk of <= moe_group_rows() rows) groups for T tokens of top-k.
-int moe_max_groups(int64_t T, int k, int64_t n_experts);
+/// Upper bound of the (expert, chunk of <= group_rows rows) groups for T tokens of top-k.
+int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// From experts [T, k] (device), on the device: slot_pos[T*k] (row of each (token, slot) in the
 /// expert-sorted order: experts ascending, (token, slot) ascending within one), and the group
-/// lists for mxfp4_linear_grouped: groups13 [2 * max_groups] (w1 then w3 of each group: x =
-/// x_perm rows, y = g_perm / u_perm rows) and groups2 [max_groups] (x = a_perm, y = y_perm);
-/// unused entries get m = 0. One block, fixed order: the result depends only on `experts`.
+/// lists for mxfp4_linear_grouped (groups of at most group_rows = 16, 32 or 64 rows): groups13
+/// [2 * max_groups] (w1 then w3 of each group: x = x_perm rows, y = g_perm / u_perm rows) and
+/// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. One block, fixed
+/// order: the result depends only on `experts`. x16_perm / a16_perm (optional): x_perm / a_perm
+/// as pack_x16 writes them, which the groups then read instead (Mxfp4Group::x16).
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream = nullptr);
+                      Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16,
+                      const uint16_t* x16_perm = nullptr, const uint16_t* a16_perm = nullptr);
 /// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,
                  void* stream = nullptr);

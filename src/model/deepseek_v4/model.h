@@ -29,6 +29,14 @@ struct ForwardOutput {
   std::vector<float> logits;  // [rows, vocab]: per sequence, all tokens or the last one, in order
   std::vector<int64_t> row_offsets;  // first logits row of each sequence
   std::vector<float> final_streams;  // [N, hc, d] before hc_head (when requested; feeds MTP)
+  /// Set by the caller: the model may lend its own host buffer instead of filling `logits` (the
+  /// CUDA model: pinned memory the device copies into at full speed, no copy into `logits`).
+  bool allow_lent_logits = false;
+  std::span<const float> lent_logits;  // the lent logits, valid until the model's next forward
+  /// The logits, wherever they are.
+  std::span<const float> rows() const {
+    return lent_logits.empty() ? std::span<const float>(logits) : lent_logits;
+  }
 };
 
 class V4Model {

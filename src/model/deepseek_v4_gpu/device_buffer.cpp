@@ -54,6 +54,16 @@ Result<void*> Scratch::get(int slot, size_t bytes) {
   return b.get();
 }
 
+Result<void*> PinnedBuffer::get(size_t bytes) {
+  if (bytes <= n_) return p_;
+  cuda::host_free_pinned(p_);
+  p_ = nullptr, n_ = 0;
+  p_ = cuda::host_alloc_pinned(bytes);
+  if (!p_) return Status::resource_exhausted("CUDA: cannot allocate " + std::to_string(bytes) + " bytes of pinned host memory");
+  n_ = bytes;
+  return p_;
+}
+
 size_t Scratch::bytes() const {
   size_t s = 0;
   for (const DeviceBuffer& b : bufs_) s += b.bytes();

@@ -78,4 +78,20 @@ class Scratch {
   bool frozen_ = false;
 };
 
+/// Grow-only pinned (page-locked) host memory: the device copies into it at the link's full
+/// speed, where a copy into pageable memory is staged through a driver buffer.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() { cuda::host_free_pinned(p_); }
+  /// At least `bytes` (contents kept only while it does not grow).
+  Result<void*> get(size_t bytes);
+
+ private:
+  void* p_ = nullptr;
+  size_t n_ = 0;
+};
+
 }  // namespace deepinfer::v4gpu

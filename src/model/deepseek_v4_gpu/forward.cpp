@@ -21,7 +21,7 @@ enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
+  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kXp16, kAp16,
 };
 
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
@@ -225,22 +225,11 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     dc::IndexerArgs x;
     x.q = a.qidx + o * Hi * Di, x.w = widx, x.keys = S.index.entries.as<uint16_t>();
     x.key_base = si.zero64, x.n_visible = si.nvis, x.out_base = si.zero64, x.index = index, x.n_index = n_index;
-    x.tokens = static_cast<int32_t>(n);
     x.max_visible = static_cast<int32_t>(std::max<int64_t>((si.p0 + n) / L.ratio, 1));
-    x.heads = static_cast<int32_t>(Hi), x.head_dim = static_cast<int32_t>(Di), x.top_k = static_cast<int32_t>(K);
-    x.index_stride = K;
-    DI_ASSIGN_OR_RETURN(void* iws, scratch_.get(kIdxWs, std::max<size_t>(dc::indexer_workspace_bytes(x), 16)));
-    DI_CUDA_TRY(dc::indexer_select(x, iws, stream_));
-    t.index = index, t.n_index = n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
-  } else if (L.has_compressor) {
-    t.index = si.hca_idx, t.n_index = si.hca_n, t.index_stride = si.hca_stride;
-    t.max_rows = static_cast<int32_t>(W + si.hca_stride);
+    DI_TRY(attend(L, &x, {si.hca_idx, si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
   } else {
-    t.index = si.swa_idx, t.n_index = si.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
+    DI_TRY(attend(L, nullptr, {si.hca_idx, si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
   }
-  t.split_rows = (t.max_rows + 63) / 64 * 64;  // one split per query: no merge
-  DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
-  DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
   // The ring keeps the last W rows (after every query of the chunk has read the old ones).
   const int64_t keep = std::min(n, W);
   DI_TRY(rows_to_ring(a.kv16 + (o + n - keep) * D, W, D, si.p0 + n - keep, si.p0 + n, S.ring.as<uint16_t>(), stream_));
@@ -284,35 +273,49 @@ Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec
 }
 
 Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a) {
-  const int64_t Bd = dec.n, W = c_.window;
+  const int64_t Bd = dec.n;
   const DecodeLayerPtrs& P = dec.layers[l];
   dc::DecodeAttnArgs t;
   t.q = a.q16, t.window_ptrs = P.rings, t.n_window = dec.nwin;
   t.sink = L.sinks.as<float>(), t.pos = a.pos, t.inv_freq = L.inv_freq.as<float>(), t.out = a.ao;
   t.batch = static_cast<int32_t>(Bd);
   t.entry_ptrs = P.kv_entries;
+  const AttnIndex ai{dec.hca_idx, dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
+  const int32_t split = c_.numerics.batch_invariant ? 0 : kDecodeSplit;
   if (L.has_indexer) {
-    const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim, K = c_.index_topk;
+    const int64_t Hi = c_.index_n_heads, K = c_.index_topk;
     DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, std::max(Bd, kBf16MinRows) * Hi));  // decode_index's
     DI_ASSIGN_OR_RETURN(int32_t* index, buf<int32_t>(kDIndex, Bd * K));
     DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kDNIndex, Bd));
     dc::IndexerArgs x;
     x.q = a.qidx, x.w = widx, x.key_ptrs = P.index_keys;
     x.key_base = dec.zero64, x.n_visible = dec.nvis, x.out_base = dec.zero64, x.index = index, x.n_index = n_index;
-    x.tokens = static_cast<int32_t>(Bd);
     x.max_visible = static_cast<int32_t>(dec.ctx / L.ratio);
-    x.heads = static_cast<int32_t>(Hi), x.head_dim = static_cast<int32_t>(Di), x.top_k = static_cast<int32_t>(K);
-    x.index_stride = K;
-    DI_ASSIGN_OR_RETURN(void* iws, scratch_.get(kIdxWs, std::max<size_t>(dc::indexer_workspace_bytes(x), 16)));
-    DI_CUDA_TRY(dc::indexer_select(x, iws, stream_));
-    t.index = index, t.n_index = n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
-  } else if (L.has_compressor) {
-    t.index = dec.hca_idx, t.n_index = dec.hca_n, t.index_stride = dec.hca_stride;
-    t.max_rows = static_cast<int32_t>(W + dec.hca_stride);
-  } else {
-    t.index = dec.swa_idx, t.n_index = dec.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
+    return attend(L, &x, ai, split, t);
   }
-  t.split_rows = c_.numerics.batch_invariant ? (t.max_rows + 63) / 64 * 64 : kDecodeSplit;
+  return attend(L, nullptr, ai, split, t);
+}
+
+// t's compressed rows (CSA: the indexer's top-k, `x` with its inputs and outputs set, run here;
+// HCA: every visible entry; sliding: none), then decode attention with split `split` (0: one
+// split per query, no merge).
+Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& ai, int32_t split, dc::DecodeAttnArgs& t) {
+  const int64_t W = c_.window;
+  if (x) {
+    const int64_t K = c_.index_topk;
+    x->tokens = t.batch;
+    x->heads = static_cast<int32_t>(c_.index_n_heads), x->head_dim = static_cast<int32_t>(c_.index_head_dim);
+    x->top_k = static_cast<int32_t>(K), x->index_stride = K;
+    DI_ASSIGN_OR_RETURN(void* iws, scratch_.get(kIdxWs, std::max<size_t>(dc::indexer_workspace_bytes(*x), 16)));
+    DI_CUDA_TRY(dc::indexer_select(*x, iws, stream_));
+    t.index = x->index, t.n_index = x->n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
+  } else if (L.has_compressor) {
+    t.index = ai.hca_idx, t.n_index = ai.hca_n, t.index_stride = ai.hca_stride;
+    t.max_rows = static_cast<int32_t>(W + ai.hca_stride);
+  } else {
+    t.index = ai.swa_idx, t.n_index = ai.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
+  }
+  t.split_rows = split > 0 ? split : (t.max_rows + 63) / 64 * 64;
   DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
   DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
   return Status::ok();
@@ -370,9 +373,11 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
                           L.inv_freq.as<float>(), stream_));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
   DI_TRY(join(kLanes));
+  DI_TRY(mark("attn: mHC pre, q/kv projections, compressors, indexer"));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
     DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
+  DI_TRY(mark("attn: attention (top-k select + sparse attention)"));
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
   DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, a.operm, stream_));
@@ -380,7 +385,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2, stream_));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
-  return Status::ok();
+  return mark("attn: grouped output projection, mHC post");
 }
 
 Status Forward::moe(const GpuLayer& L, Acts& a) {
@@ -392,12 +397,14 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
                          static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_));
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h, stream_));
+  DI_TRY(mark("moe: mHC pre, norm"));
   // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
   DI_TRY(fork(1));
   DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0));
   DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0));
   DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
+  DI_TRY(mark("moe: shared expert"));
   // Routed experts (MXFP4), in chunks of rows (moe_build_groups' limit).
   const int64_t Tm = std::min(T, kMoeChunk), Rm = Tm * k;
   const int G = dc::moe_max_groups(Tm, k, E);
@@ -411,14 +418,20 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_ASSIGN_OR_RETURN(float* up, buf<float>(kUp, Rm * I));
   DI_ASSIGN_OR_RETURN(float* ap, buf<float>(kAp, Rm * I));
   DI_ASSIGN_OR_RETURN(float* yp, buf<float>(kYp, Rm * d));
+  // The experts' inputs again in fp16 (pack_x16): every block of a group reads its x rows, so
+  // at many rows per group x, not the weights, is most of the bytes (from L2).
+  DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
+  DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g13, buf<dc::Mxfp4Group>(kG13, 2 * int64_t(G)));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g2, buf<dc::Mxfp4Group>(kG2, G));
   const auto* ptrs = L.expert_ptrs.as<dc::ExpertPtrs>();
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const int gn = dc::moe_max_groups(n, k, E);
-    const int mm = static_cast<int>(std::min<int64_t>(n, dc::moe_group_rows()));
+    // Groups of gr rows (G, sized for 16, bounds every larger size too).
+    const int gr = tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+    const int gn = dc::moe_max_groups(n, k, E, gr);
+    const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts, stream_));
@@ -427,16 +440,22 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
     }
-    DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_));
+    DI_CUDA_TRY(
+        dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_, gr,
+                             xp16, ap16));
     DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
+    DI_CUDA_TRY(dc::pack_x16(xp, R, d, xp16, stream_));
+    DI_TRY(mark("moe: routing, groups, permute"));
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
     DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
+    DI_CUDA_TRY(dc::pack_x16(ap, R, I, ap16, stream_));
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
+    DI_TRY(mark("moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)"));
     if (t0 == 0) DI_TRY(join(1));
     DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));
   }
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
-  return Status::ok();
+  return mark("moe: combine, mHC post");
 }
 
 // Final mHC collapse, norm and head over each run's logits rows (the last token, or every token
@@ -473,13 +492,32 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
 // bucket), so it can be captured as a graph.
 Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a) {
   const int64_t d = c_.hidden, n = c_.hc_mult;
+  DI_TRY(mark(nullptr));  // the profile's start
   DI_CUDA_TRY(dc::embed_rows(w_.embed.as<uint16_t>(), c_.vocab_size, d, a.ids, a.T, a.e, nullptr, stream_));
   DI_KERNEL_TRY(expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
+  DI_TRY(mark("embedding"));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
     DI_TRY(moe(w_.layers[l], a).with_context("layer " + std::to_string(l) + " moe"));
   }
-  return head(runs, idx, a);
+  DI_TRY(head(runs, idx, a));
+  return mark("head (mHC collapse, norm, logits)");
+}
+
+Status Forward::mark(const char* part) {
+  if (!tuning_.profile) return Status::ok();
+  DI_CUDA_TRY(dc::synchronize());
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  if (part) add_part(part, now - last_mark_s_);
+  last_mark_s_ = now;
+  return Status::ok();
+}
+
+void Forward::add_part(const char* part, double s) {
+  auto& parts = times_.parts_s;
+  auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == part; });
+  if (it == parts.end()) it = parts.insert(parts.end(), {part, 0.0});
+  it->second += s;
 }
 
 Status Forward::alloc_acts(Acts& a) {
@@ -547,22 +585,40 @@ Status Forward::ensure_stream() {
   return Status::ok();
 }
 
-Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets) {
-  DI_TRY(ensure_stream());
-  using Clock = std::chrono::steady_clock;
-  auto secs = [](Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); };
-  const auto t_begin = Clock::now();
-  const int64_t W = c_.window;
-  // Processing order: the decoding sequences (one token) first, as rows 0..Nd-1.
-  std::vector<size_t> order;
+std::vector<size_t> Forward::processing_order(std::span<const SeqRun> batch) {
+  std::vector<size_t> order;  // the decoding sequences (one token) first, as rows 0..Nd-1
   for (size_t s = 0; s < batch.size(); ++s)
     if (batch[s].tokens.size() == 1) order.push_back(s);
-  Acts a;
-  a.Nd = static_cast<int64_t>(order.size());
   for (size_t s = 0; s < batch.size(); ++s)
     if (batch[s].tokens.size() != 1) order.push_back(s);
+  return order;
+}
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+}  // namespace
+
+// One forward launched on the stream (not waited for): its activations (the logits on the
+// device), the processing order and the host time it took.
+struct Forward::Launched {
+  Acts a;
+  std::vector<size_t> order;
   std::vector<SeqRun> runs;
-  for (size_t i : order) runs.push_back(batch[i]);
+  bool replayed = false;
+  Clock::time_point t_begin, t_launch;
+};
+
+Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
+  DI_TRY(ensure_stream());
+  L.t_begin = Clock::now();
+  DI_TRY(mark(nullptr));
+  const int64_t W = c_.window;
+  L.order = processing_order(batch);
+  Acts& a = L.a;
+  for (size_t s = 0; s < batch.size(); ++s) a.Nd += batch[s].tokens.size() == 1 ? 1 : 0;
+  std::vector<SeqRun>& runs = L.runs;
+  for (size_t i : L.order) runs.push_back(batch[i]);
   for (const SeqRun& r : runs) {
     a.head_off.push_back(a.head_rows);
     a.head_rows += r.all_logits ? static_cast<int64_t>(r.tokens.size()) : 1;
@@ -613,8 +669,10 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
   }
   DecodeInputs din;
   if (a.Nd > 0) DI_TRY(din.plan(std::span<const SeqRun>(runs).first(static_cast<size_t>(a.Nd)), c_, pack));
+  const auto t_packed = Clock::now();
   DI_ASSIGN_OR_RETURN(uint8_t* dev, buf<uint8_t>(kInputs, static_cast<int64_t>(pack.size())));
   DI_CUDA_TRY(dc::copy_to_device(dev, pack.data(), pack.size()));
+  const auto t_uploaded = Clock::now();
   a.ids = reinterpret_cast<int32_t*>(dev + ids_off);
   a.pos = reinterpret_cast<int32_t*>(dev + pos_off);
   for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
@@ -630,7 +688,7 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
   DI_TRY(alloc_acts(a));
 
   // A decode-only batch replays its shape's graph (captured the second time the shape is seen).
-  const bool graph = graphs_on_ && a.Nd == static_cast<int64_t>(runs.size());
+  const bool graph = graphs_on_ && !tuning_.profile && a.Nd == static_cast<int64_t>(runs.size());
   if (scratch_.generation() != graph_generation_) {  // a workspace moved: the graphs point at freed memory
     drop_graphs();
     graph_generation_ = scratch_.generation();
@@ -654,8 +712,11 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
              static_cast<long long>(a.Nd), why.c_str());
     }
   }
-  const auto t_launch = Clock::now();
-  const bool replayed = it != graphs_.end();
+  L.t_launch = Clock::now();
+  add_part("host: inputs packed, state room reserved", secs(L.t_begin, t_packed));
+  add_part("host: inputs uploaded", secs(t_packed, t_uploaded));
+  add_part("host: activations, graph lookup / capture", secs(t_uploaded, L.t_launch));
+  L.replayed = it != graphs_.end();
   if (it != graphs_.end()) {
     DI_CUDA_TRY(dc::graph_launch(it->second, stream_));
     ++graph_replays_;
@@ -663,11 +724,43 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     DI_TRY(body(runs, idx, dec, a));
     if (graph) ++seen_[key];
   }
+  return Status::ok();
+}
 
+void Forward::finish(const Launched& L, Clock::time_point t_done) {
+  for (const SeqRun& r : L.runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
+  ++times_.steps;
+  times_.graph_steps += L.replayed ? 1 : 0;
+  times_.host_s += secs(L.t_begin, L.t_launch);
+  times_.device_s += secs(L.t_launch, t_done);
+  times_.logits_s += secs(t_done, Clock::now());
+}
+
+Status Forward::run_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::vector<SampleResult>& out) {
+  for (const SeqRun& r : batch)
+    if (r.all_logits) return Status::invalid_argument("device sampling takes the last logits row of each sequence only");
+  if (s.params.size() != batch.size()) return Status::invalid_argument("device sampling needs one row per sequence");
+  DI_TRY(sampler_.prepare(s, processing_order(batch)));
+  Launched L;
+  DI_TRY(launch(batch, L));
   DI_CUDA_TRY(dc::stream_synchronize(stream_));
   const auto t_done = Clock::now();
-  // Logits back in the batch's order: one copy when the processing order is the batch's,
-  // else one copy and the rows regrouped on the host.
+  DI_TRY(sampler_.sample(L.a.logits, stream_, out));  // rows in processing order: one per sequence
+  finish(L, t_done);
+  return Status::ok();
+}
+
+Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets,
+                    std::span<const float>* lent) {
+  Launched L;
+  DI_TRY(launch(batch, L));
+  const Acts& a = L.a;
+  const std::vector<size_t>& order = L.order;
+  const std::vector<SeqRun>& runs = L.runs;
+  DI_CUDA_TRY(dc::stream_synchronize(stream_));
+  const auto t_done = Clock::now();
+  // Logits back in the batch's order: one copy when the processing order is the batch's, else
+  // one copy per run into its place (lent) or one copy and the rows regrouped on the host.
   const int64_t V = c_.vocab_size;
   row_offsets.assign(batch.size(), 0);
   int64_t at = 0;
@@ -675,26 +768,35 @@ Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, s
     row_offsets[s] = at;
     at += batch[s].all_logits ? static_cast<int64_t>(batch[s].tokens.size()) : 1;
   }
-  logits.resize(static_cast<size_t>(a.head_rows * V));
+  const size_t count = static_cast<size_t>(a.head_rows * V);
   bool same_order = true;
   for (size_t i = 0; i < order.size(); ++i) same_order = same_order && order[i] == i;
-  if (same_order) {
-    DI_CUDA_TRY(dc::copy_to_host(logits.data(), a.logits, logits.size() * 4));
-  } else {
-    std::vector<float> host(logits.size());
-    DI_CUDA_TRY(dc::copy_to_host(host.data(), a.logits, host.size() * 4));
-    for (size_t i = 0; i < runs.size(); ++i) {
-      const int64_t rows = (i + 1 < runs.size() ? a.head_off[i + 1] : a.head_rows) - a.head_off[i];
-      std::memcpy(logits.data() + row_offsets[order[i]] * V, host.data() + a.head_off[i] * V,
-                  static_cast<size_t>(rows * V) * 4);
+  auto rows_of = [&](size_t i) { return (i + 1 < runs.size() ? a.head_off[i + 1] : a.head_rows) - a.head_off[i]; };
+  if (lent) {  // straight into the pinned buffer (run by run when the order differs), lent to the caller
+    DI_ASSIGN_OR_RETURN(void* p, pinned_logits_.get(count * 4));
+    float* dst = static_cast<float*>(p);
+    if (same_order) {
+      DI_CUDA_TRY(dc::copy_to_host_async(dst, a.logits, count * 4, stream_));
+    } else {
+      for (size_t i = 0; i < runs.size(); ++i)
+        DI_CUDA_TRY(dc::copy_to_host_async(dst + row_offsets[order[i]] * V, a.logits + a.head_off[i] * V,
+                                           static_cast<size_t>(rows_of(i) * V) * 4, stream_));
     }
+    DI_CUDA_TRY(dc::stream_synchronize(stream_));
+    logits.clear();
+    *lent = std::span<const float>(dst, count);
+  } else if (same_order) {
+    logits.resize(count);
+    DI_CUDA_TRY(dc::copy_to_host(logits.data(), a.logits, count * 4));
+  } else {
+    logits.resize(count);
+    std::vector<float> host(count);
+    DI_CUDA_TRY(dc::copy_to_host(host.data(), a.logits, count * 4));
+    for (size_t i = 0; i < runs.size(); ++i)
+      std::memcpy(logits.data() + row_offsets[order[i]] * V, host.data() + a.head_off[i] * V,
+                  static_cast<size_t>(rows_of(i) * V) * 4);
   }
-  for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
-  ++times_.steps;
-  times_.graph_steps += replayed ? 1 : 0;
-  times_.host_s += secs(t_begin, t_launch);
-  times_.device_s += secs(t_launch, t_done);
-  times_.logits_s += secs(t_done, Clock::now());
+  finish(L, t_done);
   return Status::ok();
 }
 

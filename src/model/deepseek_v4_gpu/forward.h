@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <tuple>
@@ -16,10 +17,13 @@
 #include <utility>
 #include <vector>
 
+#include "backend/cuda/compress_ops.h"
+#include "backend/cuda/cuda_ops.h"
 #include "model/deepseek_v4/config.h"
 #include "model/device_models.h"
 #include "model/deepseek_v4_gpu/decode_inputs.h"
 #include "model/deepseek_v4_gpu/device_buffer.h"
+#include "model/deepseek_v4_gpu/device_sampling.h"
 #include "model/deepseek_v4_gpu/gpu_state.h"
 #include "model/deepseek_v4_gpu/gpu_weights.h"
 
@@ -32,8 +36,14 @@ class Forward {
   Forward(const Forward&) = delete;
   Forward& operator=(const Forward&) = delete;
   /// Runs the batch, advances the states, writes logits [rows, vocab] and row_offsets (both in
-  /// the batch's order).
-  Status run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets);
+  /// the batch's order). With `lent`: the logits may instead be left in the forward's pinned host
+  /// buffer, *lent pointing at them (valid until the next run) and `logits` empty.
+  Status run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets,
+             std::span<const float>* lent = nullptr);
+  /// Runs the batch (every entry's last logits row only) and samples each sequence's next token
+  /// on the device (s: one row per batch entry, in the batch's order); out[i] is batch entry i's.
+  /// Only tokens and logprobs come back to the host.
+  Status run_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::vector<SampleResult>& out);
   size_t workspace_bytes() const { return scratch_.bytes(); }
   /// Decode graphs on (default) or off (every step eager; for tests and profiling).
   void set_graphs(bool on);
@@ -42,10 +52,18 @@ class Forward {
   int64_t graphs_captured() const { return graphs_captured_; }
   const StepTimes& times() const { return times_; }
   void reset_times() { times_ = {}; }
+  void set_tuning(const CudaTuning& t) { tuning_ = t; }
 
  private:
   struct Acts;
   struct SeqIdx;
+  struct Launched;
+  /// Batch indices in processing order: the decoding sequences first, then the prefill chunks.
+  static std::vector<size_t> processing_order(std::span<const SeqRun> batch);
+  /// Uploads the inputs and launches the forward (or replays its graph) without waiting for it.
+  Status launch(std::span<const SeqRun> batch, Launched& L);
+  /// After the stream is done: advances the states, adds the step's times.
+  void finish(const Launched& L, std::chrono::steady_clock::time_point t_done);
   Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
   // `lane`: -1 the main stream, 0..kLanes-1 a side stream (with its own GEMM workspaces).
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
@@ -67,6 +85,11 @@ class Forward {
   Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
   Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
+  struct AttnIndex {  // the fixed index arrays of HCA (every visible entry) and sliding layers
+    const int32_t *hca_idx, *hca_n, *swa_idx, *zeros;
+    int64_t hca_stride;
+  };
+  Status attend(const GpuLayer& L, cuda::IndexerArgs* x, const AttnIndex& ai, int32_t split, cuda::DecodeAttnArgs& t);
   Status moe(const GpuLayer& L, Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
   Status alloc_acts(Acts& a);
@@ -77,6 +100,10 @@ class Forward {
   }
   Status ensure_stream();
   void drop_graphs();
+  /// With tuning_.profile: waits for the device and adds the time since the last mark to `part`.
+  Status mark(const char* part);
+  /// Adds `s` seconds to StepTimes::parts_s[part].
+  void add_part(const char* part, double s);
 
   const v4::V4Config& c_;
   const GpuWeights& w_;
@@ -92,6 +119,10 @@ class Forward {
   uint64_t graph_generation_ = 0;                        // scratch_.generation() the graphs were captured at
   int64_t graph_replays_ = 0, graphs_captured_ = 0;
   StepTimes times_;
+  PinnedBuffer pinned_logits_;  // the lent logits
+  DeviceSampler sampler_;       // run_sampled
+  CudaTuning tuning_;
+  double last_mark_s_ = 0;  // steady-clock seconds of the last mark()
   std::set<std::tuple<int64_t, int64_t, int64_t>> lt_missing_;  // (M, N, K) cuBLASLt has no FP8 plan for
 };
 

@@ -47,6 +47,13 @@ V4GpuModel::V4GpuModel(v4::V4Config cfg, GpuWeights w)
 V4GpuModel::~V4GpuModel() = default;
 
 void V4GpuModel::set_decode_graphs(bool on) { fwd_->set_graphs(on); }
+Status V4GpuModel::set_tuning(const CudaTuning& t) {
+  if (t.moe_group_rows != 0 && t.moe_group_rows != 16 && t.moe_group_rows != 32 && t.moe_group_rows != 64)
+    return Status::invalid_argument("moe group rows must be 0 (by the batch), 16, 32 or 64, not " +
+                                    std::to_string(t.moe_group_rows));
+  fwd_->set_tuning(t);
+  return Status::ok();
+}
 int64_t V4GpuModel::decode_graph_replays() const { return fwd_->graph_replays(); }
 int64_t V4GpuModel::decode_graphs_captured() const { return fwd_->graphs_captured(); }
 StepTimes V4GpuModel::step_times() const { return fwd_->times(); }
@@ -85,7 +92,7 @@ std::unique_ptr<ModelState> V4GpuModel::new_state() const {
   return std::move(s).value();
 }
 
-Status V4GpuModel::forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) {
+Result<std::vector<SeqRun>> V4GpuModel::runs_of(std::span<const ModelInput> batch) const {
   if (batch.empty()) return Status::invalid_argument("empty batch");
   std::vector<SeqRun> runs;
   std::unordered_set<const ModelState*> seen;
@@ -97,8 +104,22 @@ Status V4GpuModel::forward(std::span<const ModelInput> batch, v4::ForwardOutput&
     DI_TRY(v4::check_token_ids(batch[s].tokens, cfg_.vocab_size).with_context("sequence " + std::to_string(s)));
     runs.push_back({st, batch[s].tokens, batch[s].all_logits});
   }
+  return runs;
+}
+
+Status V4GpuModel::forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) {
+  DI_ASSIGN_OR_RETURN(std::vector<SeqRun> runs, runs_of(batch));
   out.final_streams.clear();
-  return fwd_->run(runs, out.logits, out.row_offsets);
+  out.lent_logits = {};
+  return fwd_->run(runs, out.logits, out.row_offsets, out.allow_lent_logits ? &out.lent_logits : nullptr);
+}
+
+Status V4GpuModel::forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                                  std::vector<SampleResult>& out) {
+  DI_ASSIGN_OR_RETURN(std::vector<SeqRun> runs, runs_of(batch));
+  if (rows.size() != runs.size()) return Status::invalid_argument("forward_sample needs one sampling row per sequence");
+  DI_ASSIGN_OR_RETURN(HostSampling s, host_sampling(rows, cfg_.vocab_size));
+  return fwd_->run_sampled(runs, s, out);
 }
 
 }  // namespace deepinfer::v4gpu

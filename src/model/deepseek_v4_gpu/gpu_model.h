@@ -19,9 +19,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "loader/checkpoint.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4_gpu/decode_inputs.h"
 #include "model/deepseek_v4_gpu/gpu_state.h"
 #include "model/deepseek_v4_gpu/gpu_weights.h"
 #include "model/device_models.h"
@@ -43,6 +45,9 @@ class V4GpuModel final : public Model {
   /// nullptr when the device has no room for another sequence.
   std::unique_ptr<ModelState> new_state() const override;
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override;
+  bool samples_on_device() const override { return true; }
+  Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>& out) override;
 
   const v4::V4Config& config() const { return cfg_; }
   size_t weight_bytes() const { return w_.bytes; }
@@ -55,9 +60,13 @@ class V4GpuModel final : public Model {
   /// Wall time of the forwards by part (model/device_models.h), since the last reset.
   StepTimes step_times() const;
   void reset_step_times();
+  /// Speed knobs (model/device_models.h); an error for a group size not 0/16/32/64.
+  Status set_tuning(const CudaTuning& t);
 
  private:
   V4GpuModel(v4::V4Config cfg, GpuWeights w);
+  /// The batch as the forward's runs; an error for a foreign or repeated state or a bad token id.
+  Result<std::vector<SeqRun>> runs_of(std::span<const ModelInput> batch) const;
 
   v4::V4Config cfg_;
   GpuWeights w_;

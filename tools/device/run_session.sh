@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# One device call with binaries built on the development machine only (no build on the device;
+# tools/device/pack_bins.sh carries them and the libraries the machine lacks in .device-bin):
+#   1. the carried CUDA test binaries named in TESTS (default: every .device-bin/bin/cuda_*_test),
+#      each time-boxed within TESTS_S seconds in all;
+#   2. `deepinfer bench --device cuda ARGS` for each line "NAME ARGS" of BENCH_CONFIGS, within
+#      BENCH_S seconds in all (JSON per line);
+#   3. with TOKENIZER=1 and tokenizer_bench carried: ours against HF tokenizers' Python package
+#      on this machine, one thread (bench/tokenizer_vs_hf_py.py), within TOK_S seconds.
+# A call returns at most 8 files: every log is packed into $OUT/logs.tgz; the bench JSON files
+# (at most 6) and the tokenizer report are copied beside it. Run from the repository root on the
+# GPU machine with .device-bin carried.
+set -uo pipefail
+FINAL=${OUT:-/tmp/out}
+mkdir -p "$FINAL"
+OUT=/tmp/session-out
+rm -rf "$OUT" && mkdir -p "$OUT"
+log() { echo "== $* ($(date +%T))"; }
+{
+  log "device"
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,memory.used,memory.total --format=csv
+  nproc; ldd --version | head -1
+} 2>&1 | tee "$OUT/env.txt"
+CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
+export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:$CUDA_LIB/lib:$CUDA_LIB/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
+DI=.device-bin/bin/deepinfer
+if ! "$DI" devices > "$OUT/devices.txt" 2>&1; then
+  export LD_LIBRARY_PATH="$PWD/.device-bin/lib-stdcxx:$LD_LIBRARY_PATH"
+  "$DI" devices > "$OUT/devices.txt" 2>&1 || { echo "carried deepinfer does not run:"; cat "$OUT/devices.txt"; ldd "$DI" | grep -i "not found"; }
+fi
+cat "$OUT/devices.txt"
+
+log "carried tests (box ${TESTS_S:-200} s in all)"
+TESTS=${TESTS:-$(cd .device-bin/bin && ls cuda_*_test 2>/dev/null | tr '\n' ' ')}
+END=$((SECONDS + ${TESTS_S:-200}))
+TEST_RC=0
+for t in $TESTS; do
+  LEFT=$((END - SECONDS))
+  [ -x ".device-bin/bin/$t" ] || { echo "$t: not carried"; TEST_RC=1; continue; }
+  [ "$LEFT" -gt 2 ] || { echo "$t: skipped (box spent)"; continue; }
+  timeout "$LEFT" ".device-bin/bin/$t" > "$OUT/test-$t.txt" 2>&1
+  RC=$?
+  [ $RC -eq 0 ] || TEST_RC=1
+  echo "$t rc=$RC: $(grep -cE '^\[       OK' "$OUT/test-$t.txt") ok, $(grep -cE '^\[  FAILED  \].*\(' "$OUT/test-$t.txt") failed"
+  grep -E "^\[  FAILED|Failure|error:|Which is|Expected|request [0-9]+:" "$OUT/test-$t.txt" | head -12
+done
+
+log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"
+END=$((SECONDS + ${BENCH_S:-250}))
+while read -r NAME ARGS; do
+  [ -n "$NAME" ] || continue
+  LEFT=$((END - SECONDS))
+  [ "$LEFT" -gt 5 ] || { echo "$NAME: skipped (box spent)"; continue; }
+  timeout "$LEFT" "$DI" bench --device cuda $ARGS --json "$OUT/bench-$NAME.json" > "$OUT/bench-$NAME.txt" 2>&1
+  echo "$NAME rc=$?: $ARGS"
+  grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$NAME.txt" | sed 's/  */ /g' | cut -c1-150
+done <<< "${BENCH_CONFIGS:-}"
+
+if [ "${TOKENIZER:-0}" = 1 ] && [ -x .device-bin/bin/tokenizer_bench ]; then
+  log "tokenizer: ours vs HF tokenizers (Python), one thread (box ${TOK_S:-120} s)"
+  timeout "${TOK_S:-120}" python3 bench/tokenizer_vs_hf_py.py .device-bin/bin/tokenizer_bench \
+    tests/data/tokenizer/tokenizer.json tests/data/tokenizer/corpus-shared.jsonl 3 \
+    > "$OUT/tokenizer-vs-hf-py.json" 2> "$OUT/tokenizer-vs-hf-py.err"
+  echo "tokenizer rc=$?"; tail -3 "$OUT/tokenizer-vs-hf-py.err"
+  python3 - "$OUT/tokenizer-vs-hf-py.json" <<'EOF' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("identical:", r["identical"], {k: round(v, 2) for k, v in r["ratios_ours_over_hf"].items()})
+print("hf:", r["hf"]["package"], {k: round(r["hf"][k]["MBps"], 2) for k in ("encode_parse", "encode_text")})
+print("ours:", {k: round(r["ours"][k]["warm_MBps"], 2) for k in ("encode_parse", "encode_text")})
+EOF
+  cp "$OUT/tokenizer-vs-hf-py.json" "$FINAL/" 2>/dev/null
+fi
+nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$OUT/env.txt"
+tar czf "$FINAL/logs.tgz" -C "$OUT" .
+ls "$OUT"/bench-*.json 2>/dev/null | head -6 | xargs -r -I{} cp {} "$FINAL/"
+echo "tests rc=$TEST_RC"
