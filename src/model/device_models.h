@@ -45,7 +45,9 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t con
 /// preparation (inputs packed, state room reserved, uploaded), the device's work (launch to
 /// stream done; graph-replayed steps counted apart) and the logits' copy back to the host.
 struct StepTimes {
-  int64_t steps = 0, graph_steps = 0;
+  int64_t steps = 0, graph_steps = 0;  // graph_steps: launched from a graph (captured in the step or before)
+  int64_t captures = 0;                 // graphs captured in these steps (their host time is the capture's)
+  int64_t graph_drops = 0;              // times the graphs were dropped because a workspace moved
   double host_s = 0, device_s = 0, logits_s = 0;
   /// The host preparation by part ("host: ..."), and with CudaTuning::profile the device time by
   /// part of the forward (embedding, each layer's attention projections / attention / output,

@@ -207,10 +207,10 @@ int run_bench(const BenchArgs& a) {
   const std::string sampling_part = device_sampling ? "greedy sampling on the device + tokens to host" : "logits to host";
   if (parts.steps)
     std::printf("decode step parts: host preparation %.3f ms, device %.3f ms, %s %.3f ms "
-                "(%lld of %lld steps replayed from a CUDA graph)\n",
+                "(%lld of %lld steps launched from a CUDA graph, %lld captured in them, graphs dropped %lld times)\n",
                 parts.host_s * per, parts.device_s * per, sampling_part.c_str(), parts.logits_s * per,
-                (long long)parts.graph_steps,
-                (long long)parts.steps);
+                (long long)parts.graph_steps, (long long)parts.steps, (long long)parts.captures,
+                (long long)parts.graph_drops);
   nlohmann::json profile = nlohmann::json::array();
   if (!parts.parts_s.empty()) {
     double sum = 0;
@@ -244,6 +244,8 @@ int run_bench(const BenchArgs& a) {
                        {"device", parts.device_s * per},
                        {device_sampling ? "device_sampling" : "logits_to_host", parts.logits_s * per},
                        {"graph_steps", parts.graph_steps},
+                       {"graph_captures", parts.captures},
+                       {"graph_drops", parts.graph_drops},
                        {"steps", parts.steps}}},
                      {"warmup", warm},
                      {"prefill_chunk", a.prefill_chunk},

@@ -149,16 +149,10 @@ struct Mxfp4Group {
   float* y = nullptr;        // [m, N]
   int32_t m = 0;             // rows of this group (0..64)
   int32_t pad = 0;
-  /// Optional: x already in fp16 as pack_x16 lays it out (read instead of x: half the bytes,
-  /// which every block of the group reads again from L2; the same values, so the same result).
-  const uint16_t* x16 = nullptr;
 };
 /// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K).
 bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K,
                           void* stream = nullptr);
-/// x [rows, K] fp32 -> x16 [rows, K] fp16 (round to nearest) in mxfp4_linear_grouped's pair
-/// order: each 8 consecutive k as k0 k4 k1 k5 k2 k6 k3 k7. Requires K % 8 == 0.
-bool pack_x16(const float* x, int64_t rows, int64_t K, uint16_t* x16, void* stream = nullptr);
 
 // ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * weight (weight may be null), fp32 ----
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y,

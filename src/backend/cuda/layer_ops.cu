@@ -464,8 +464,7 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
                                                          const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
                                                          float* g_perm, float* u_perm, const float* a_perm,
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
-                                                         int group_rows, const uint16_t* x16_perm,
-                                                         const uint16_t* a16_perm, int32_t* __restrict__ slot_pos,
+                                                         int group_rows, int32_t* __restrict__ slot_pos,
                                                          Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2) {
   __shared__ int ex[kMaxSlots];
   __shared__ int cnt[1024], off[1024], gst[1024];
@@ -498,12 +497,10 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
       const int m = min(group_rows, cnt[e] - c * group_rows);
       Mxfp4Group a;
       a.w = p.w1, a.scale = p.s1, a.x = x_perm + r0 * d, a.y = g_perm + r0 * inter, a.m = m;
-      a.x16 = x16_perm ? x16_perm + r0 * d : nullptr;
       g13[2 * g] = a;
       a.w = p.w3, a.scale = p.s3, a.y = u_perm + r0 * inter;
       g13[2 * g + 1] = a;
       a.w = p.w2, a.scale = p.s2, a.x = a_perm + r0 * inter, a.y = y_perm + r0 * d;
-      a.x16 = a16_perm ? a16_perm + r0 * inter : nullptr;
       g2[g] = a;
     }
   }
@@ -713,16 +710,14 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream, int group_rows, const uint16_t* x16_perm,
-                      const uint16_t* a16_perm) {
+                      Mxfp4Group* groups2, void* stream, int group_rows) {
   if (T * k > kMaxSlots || n_experts > 1024) return fail("moe_build_groups: T*k > 8192 or E > 1024");
   if (group_rows != 16 && group_rows != 32 && group_rows != 64) return fail("moe_build_groups: group_rows not 16, 32 or 64");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
   moe_groups_kernel<<<1, 256, 0, as_stream(stream)>>>(experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
-                                                      max_groups, group_rows, x16_perm, a16_perm, slot_pos, groups13,
-                                                      groups2);
+                                                      max_groups, group_rows, slot_pos, groups13, groups2);
   return check_launch("moe_groups_kernel");
 }
 

@@ -56,13 +56,11 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// lists for mxfp4_linear_grouped (groups of at most group_rows = 16, 32 or 64 rows): groups13
 /// [2 * max_groups] (w1 then w3 of each group: x = x_perm rows, y = g_perm / u_perm rows) and
 /// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. One block, fixed
-/// order: the result depends only on `experts`. x16_perm / a16_perm (optional): x_perm / a_perm
-/// as pack_x16 writes them, which the groups then read instead (Mxfp4Group::x16).
+/// order: the result depends only on `experts`.
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16,
-                      const uint16_t* x16_perm = nullptr, const uint16_t* a16_perm = nullptr);
+                      Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16);
 /// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,
                  void* stream = nullptr);

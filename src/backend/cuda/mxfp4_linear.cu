@@ -19,11 +19,6 @@
 // its own x row, the weights and K: batch invariant, and bitwise the same as the first version
 // of this kernel (same chunk-to-warp map, same fma order, same final sum).
 //
-// x rows come as fp32 (two 16-byte loads per 8 k, rounded to fp16 here) or, when the group has
-// x16 (pack_x16), as fp16 already in the pair order (one 16-byte load): the same values. Every
-// block of a group reads the group's x rows (its weight rows are its own), so at 16 rows x is 4x
-// the weight bytes per block in fp32, 2x in fp16: an L2-bandwidth limit at many rows per group.
-//
 // Variants by max_m: <= 8 (one m tile, rows 8..15 never loaded), <= 16, <= 32 (2 tiles), <= 64
 // (4 tiles); the <= 16 one also takes the <= 8 arithmetic for a group with m <= 8. ptxas (sm_90a,
 // CUDA 13.0): 126 registers, no spills (<= 8) and 128 with a 4-byte spill (<= 16) for the one-tile
@@ -109,29 +104,30 @@ __device__ __forceinline__ uint32_t ring_off(int row, int seg) {
 
 // One 128-wide chunk of one warp: 4 scale groups x kNT tiles x MT m tiles. kFast: every scale
 // byte of the chunk is <= 240, so 2^14 * scale is a normal float built straight from the byte.
-// The x fragments of rows r0 / r1 at k = kk..kk+7 as the pairs (0,4), (1,5) | (2,6), (3,7):
-// from fp16 already in that order (x16: one 16-byte load) or from fp32 (two, rounded here).
-__device__ __forceinline__ uint4 x_pairs(const float* __restrict__ x, const uint16_t* __restrict__ x16, int64_t at) {
-  if (x16) return detail::ldg_nc_v4(x16 + at);
-  const float4 p0 = ldg_f4(x + at), p1 = ldg_f4(x + at + 4);
-  return make_uint4(h2(p0.x, p1.x), h2(p0.y, p1.y), h2(p0.z, p1.z), h2(p0.w, p1.w));
-}
-
 template <int MT, bool kLow8, bool kFast>
 __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4], const uint2 (&sv)[kNT],
-                                           const float* __restrict__ x, const uint16_t* __restrict__ x16, int m, int K,
-                                           int kk0, int g) {
+                                           const float* __restrict__ x, int m, int K, int kk0, int g) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int kk = kk0 + j * 32;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int r0 = mt * 16 + g, r1 = r0 + 8;
-      uint4 p = make_uint4(0u, 0u, 0u, 0u), q = p;
-      if (r0 < m) p = x_pairs(x, x16, int64_t(r0) * K + kk);
-      if (!kLow8 && r1 < m) q = x_pairs(x, x16, int64_t(r1) * K + kk);
-      const uint32_t a0 = p.x, a2 = p.y, a4 = p.z, a6 = p.w;
-      const uint32_t a1 = kLow8 ? 0u : q.x, a3 = kLow8 ? 0u : q.y, a5 = kLow8 ? 0u : q.z, a7 = kLow8 ? 0u : q.w;
+      float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0, q0 = p0, q1 = p0;
+      if (r0 < m) {
+        const float* px = x + int64_t(r0) * K + kk;
+        p0 = ldg_f4(px);
+        p1 = ldg_f4(px + 4);
+      }
+      if (!kLow8 && r1 < m) {
+        const float* px = x + int64_t(r1) * K + kk;
+        q0 = ldg_f4(px);
+        q1 = ldg_f4(px + 4);
+      }
+      // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,4), (1,5) | (2,6), (3,7)
+      const uint32_t a0 = h2(p0.x, p1.x), a2 = h2(p0.y, p1.y), a4 = h2(p0.z, p1.z), a6 = h2(p0.w, p1.w);
+      const uint32_t a1 = kLow8 ? 0u : h2(q0.x, q1.x), a3 = kLow8 ? 0u : h2(q0.y, q1.y);
+      const uint32_t a5 = kLow8 ? 0u : h2(q0.z, q1.z), a7 = kLow8 ? 0u : h2(q0.w, q1.w);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         float cf[4] = {0.f, 0.f, 0.f, 0.f};
@@ -223,16 +219,16 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
     const int kk0 = (warp + kWarps * i) * 128 + t * 8;
     // MT = 4 always takes the general path: one variant less keeps its spills at 68 B (136 with both).
     if (MT > 2 || __any_sync(0xffffffffu, big)) {
-      chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, gd.x16, m, K, kk0, g);
+      chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, m, K, kk0, g);
     } else {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) sv[nt].x += 0x0E0E0E0Eu, sv[nt].y += 0x0E0E0E0Eu;
       // A group of <= 8 rows under max_m 9..16 (the model's 16-row groups at m ~ 1-2) skips
       // rows 8..15 too: block-uniform branch, same per-row arithmetic.
       if (MT == 1 && !kLow8 && m <= 8)
-        chunk_math<MT, true, true>(acc, wv, sv, gd.x, gd.x16, m, K, kk0, g);
+        chunk_math<MT, true, true>(acc, wv, sv, gd.x, m, K, kk0, g);
       else
-        chunk_math<MT, kLow8, true>(acc, wv, sv, gd.x, gd.x16, m, K, kk0, g);
+        chunk_math<MT, kLow8, true>(acc, wv, sv, gd.x, m, K, kk0, g);
     }
   }
   cp_wait<0>();
@@ -263,14 +259,6 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
   }
 }
 
-// x16[r, 8c + {0..7}] = fp16(x[r, 8c + {0, 4, 1, 5, 2, 6, 3, 7}]): one 8-group per thread.
-__global__ void pack_x16_kernel(const float* __restrict__ x, int64_t groups, uint16_t* __restrict__ x16) {
-  const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i >= groups) return;
-  const float4 p0 = ldg_f4(x + 8 * i), p1 = ldg_f4(x + 8 * i + 4);
-  reinterpret_cast<uint4*>(x16)[i] = make_uint4(h2(p0.x, p1.x), h2(p0.y, p1.y), h2(p0.z, p1.z), h2(p0.w, p1.w));
-}
-
 template <int MT, bool kLow8>
 bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaStream_t s) {
   // The dynamic shared-memory limit is a per-device function attribute: set it once per device.
@@ -291,14 +279,6 @@ bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaSt
 }
 
 }  // namespace
-
-bool pack_x16(const float* x, int64_t rows, int64_t K, uint16_t* x16, void* stream) {
-  if (K % 8) return fail("pack_x16: K % 8 != 0");
-  const int64_t groups = rows * K / 8;
-  if (groups <= 0) return true;
-  pack_x16_kernel<<<static_cast<unsigned>((groups + 255) / 256), 256, 0, as_stream(stream)>>>(x, groups, x16);
-  return check_launch("pack_x16_kernel");
-}
 
 bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K, void* stream) {
   if (N % 32 || K % 128) return fail("mxfp4_linear_grouped: need N % 32 == 0 and K % 128 == 0");

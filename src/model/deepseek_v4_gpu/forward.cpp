@@ -21,7 +21,7 @@ enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kXp16, kAp16,
+  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
 };
 
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
@@ -418,10 +418,6 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_ASSIGN_OR_RETURN(float* up, buf<float>(kUp, Rm * I));
   DI_ASSIGN_OR_RETURN(float* ap, buf<float>(kAp, Rm * I));
   DI_ASSIGN_OR_RETURN(float* yp, buf<float>(kYp, Rm * d));
-  // The experts' inputs again in fp16 (pack_x16): every block of a group reads its x rows, so
-  // at many rows per group x, not the weights, is most of the bytes (from L2).
-  DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
-  DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g13, buf<dc::Mxfp4Group>(kG13, 2 * int64_t(G)));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g2, buf<dc::Mxfp4Group>(kG2, G));
   const auto* ptrs = L.expert_ptrs.as<dc::ExpertPtrs>();
@@ -441,14 +437,11 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
     }
     DI_CUDA_TRY(
-        dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_, gr,
-                             xp16, ap16));
+        dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_, gr));
     DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
-    DI_CUDA_TRY(dc::pack_x16(xp, R, d, xp16, stream_));
     DI_TRY(mark("moe: routing, groups, permute"));
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
     DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
-    DI_CUDA_TRY(dc::pack_x16(ap, R, I, ap16, stream_));
     DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
     DI_TRY(mark("moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)"));
     if (t0 == 0) DI_TRY(join(1));
@@ -690,6 +683,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
   // A decode-only batch replays its shape's graph (captured the second time the shape is seen).
   const bool graph = graphs_on_ && !tuning_.profile && a.Nd == static_cast<int64_t>(runs.size());
   if (scratch_.generation() != graph_generation_) {  // a workspace moved: the graphs point at freed memory
+    times_.graph_drops += graphs_.empty() ? 0 : 1;
     drop_graphs();
     graph_generation_ = scratch_.generation();
   }
@@ -704,6 +698,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
     if (st.is_ok() && exec) {
       it = graphs_.emplace(key, exec).first;
       ++graphs_captured_;
+      ++times_.captures;
     } else {  // this shape runs eagerly from now on
       if (exec) dc::graph_destroy(exec);
       uncapturable_.insert(key);
