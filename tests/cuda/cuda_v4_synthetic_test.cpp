@@ -367,6 +367,37 @@ TEST_F(V4Synthetic, LentLogitsAreTheSameRows) {
   for (size_t i = 0; i < copied.size(); ++i) EXPECT_TRUE(copied[i] == lent[i]) << "forward " << i / 2;
 }
 
+// A decode shape runs eagerly once (sizing the workspaces it needs) and is captured the second
+// time, even though that first eager step grew workspaces (which drops the graphs captured so
+// far); every later step replays. So 4 steps of one shape launch 3 times from a graph.
+TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
+  auto cfg = v4::flash_config(2, 16);
+  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  cfg->vocab_size = 4096;
+  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 5);
+  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  std::vector<std::unique_ptr<ModelState>> st;
+  v4::ForwardOutput out;
+  std::vector<std::vector<int32_t>> prompts;
+  for (int s = 0; s < 3; ++s) {
+    st.push_back((*model)->new_state());
+    prompts.push_back(tokens(30 + 10 * s, 4096, 20 + s));
+    ModelInput in{st.back().get(), prompts.back(), false};
+    ASSERT_TRUE((*model)->forward(std::span<const ModelInput>(&in, 1), out).is_ok());
+  }
+  const int64_t r0 = (*model)->decode_graph_replays(), c0 = (*model)->decode_graphs_captured();
+  (*model)->reset_step_times();
+  const int32_t t[3] = {3, 4, 5};
+  for (int step = 0; step < 4; ++step) {
+    std::vector<ModelInput> batch;
+    for (int s = 0; s < 3; ++s) batch.push_back({st[s].get(), std::span<const int32_t>(&t[s], 1), false});
+    ASSERT_TRUE((*model)->forward(batch, out).is_ok());
+  }
+  EXPECT_EQ((*model)->decode_graph_replays() - r0, 3);
+  EXPECT_EQ((*model)->decode_graphs_captured() - c0, 1);
+  EXPECT_EQ((*model)->step_times().captures, 1);
+}
+
 // CudaTuning changes speed, never bits: routed-expert groups of 16 (the default), 32 or 64 rows,
 // and the profiled (eager, synchronised) step, give bitwise the same logits. 8 experts and
 // 64 decoding sequences put ~48 rows on each expert (what an expert-parallel slice sees at large

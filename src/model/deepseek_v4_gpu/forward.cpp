@@ -558,10 +558,12 @@ void Forward::set_graphs(bool on) {
   if (!on) drop_graphs();
 }
 
+// The shapes seen stay seen: a workspace that moved was grown by an eager run (grow-only), so a
+// shape run before still fits and is captured the next time it comes. (Forgetting them made every
+// first decode step's growth cost a second eager step, and a capture inside the timed steps.)
 void Forward::drop_graphs() {
   for (auto& [key, exec] : graphs_) dc::graph_destroy(exec);
   graphs_.clear();
-  seen_.clear();
 }
 
 Status Forward::ensure_stream() {
