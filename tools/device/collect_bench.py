@@ -28,7 +28,7 @@ def peer_for(peer, model, phase, batch, context):
     if not peer or peer.get("model") != model:
         return None
     for r in peer.get("rows", []):
-        if r.get("phase") == phase and r.get("batch") == batch and (phase == "prefill" or r.get("context") == context):
+        if r.get("phase") == phase and r.get("batch") == batch and r.get("context") == context:
             return {"name": "transformers", "tokens_per_s": r.get("tokens_per_s")}
     return None
 
