@@ -18,6 +18,22 @@
 namespace deepinfer {
 namespace {
 
+// Every token of `stream` until it closes (5 min at most); an error event fails the test.
+std::vector<SampledToken> drain(RequestStream& stream, const std::string& what) {
+  std::vector<SampledToken> got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
+  while (!stream.closed_and_drained() && std::chrono::steady_clock::now() < deadline) {
+    auto ev = stream.next(std::chrono::milliseconds(200));
+    if (!ev) continue;
+    if (ev->kind == StreamEvent::Kind::kError) {
+      ADD_FAILURE() << what << ": " << ev->error.message();
+      break;
+    }
+    for (const SampledToken& t : ev->tokens) got.push_back(t);
+  }
+  return got;
+}
+
 std::vector<std::vector<int32_t>> run_engine(const std::string& dir, const std::string& device,
                                              const std::vector<std::vector<int32_t>>& prompts) {
   EngineOptions eo;
@@ -41,18 +57,8 @@ std::vector<std::vector<int32_t>> run_engine(const std::string& dir, const std::
     streams.push_back(std::move(s).value());
   }
   std::vector<std::vector<int32_t>> out(prompts.size());
-  for (size_t i = 0; i < streams.size(); ++i) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    while (!streams[i]->closed_and_drained() && std::chrono::steady_clock::now() < deadline) {
-      auto ev = streams[i]->next(std::chrono::milliseconds(200));
-      if (!ev) continue;
-      if (ev->kind == StreamEvent::Kind::kError) {
-        ADD_FAILURE() << device << " request " << i << ": " << ev->error.message();
-        break;
-      }
-      for (const SampledToken& t : ev->tokens) out[i].push_back(t.id);
-    }
-  }
+  for (size_t i = 0; i < streams.size(); ++i)
+    for (const SampledToken& t : drain(*streams[i], device + " request " + std::to_string(i))) out[i].push_back(t.id);
   return out;
 }
 
@@ -131,14 +137,7 @@ std::vector<Sampled> run_sampled(const std::string& dir, bool device_sampling, i
     auto s = (*engine)->submit(std::move(r));
     EXPECT_TRUE(s.is_ok()) << s.status().message();
     if (!s.is_ok()) return {};
-    Sampled got;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
-    while (!(*s)->closed_and_drained() && std::chrono::steady_clock::now() < deadline) {
-      auto ev = (*s)->next(std::chrono::milliseconds(200));
-      if (!ev) continue;
-      if (ev->kind == StreamEvent::Kind::kError) ADD_FAILURE() << "request " << i << ": " << ev->error.message();
-      for (const SampledToken& t : ev->tokens) got.tokens.push_back(t);
-    }
+    Sampled got{drain(**s, "request " + std::to_string(i))};
     out.push_back(std::move(got));
   }
   return out;

@@ -329,24 +329,33 @@ TEST_F(V4Synthetic, RealShapesRun) {
   }
 }
 
+/// A synthetic V4-Flash of `layers` layers and `experts` experts with a 4096-token vocabulary.
+std::unique_ptr<v4gpu::V4GpuModel> small_model(int64_t layers, int64_t experts, uint64_t seed) {
+  auto cfg = v4::flash_config(layers, experts);
+  EXPECT_TRUE(cfg.is_ok()) << cfg.status().to_string();
+  if (!cfg.is_ok()) return nullptr;
+  cfg->vocab_size = 4096;
+  auto model = v4gpu::V4GpuModel::synthetic(*cfg, seed);
+  EXPECT_TRUE(model.is_ok()) << model.status().to_string();
+  if (!model.is_ok()) return nullptr;
+  return std::move(model).value();
+}
+
 // Lent logits (ForwardOutput::allow_lent_logits: the pinned host buffer, no copy into `logits`)
 // are bitwise the rows a caller that does not allow them gets, in a batch whose processing order
 // differs from its own (a prefill chunk before two decoding sequences) and in a decode-only one.
 TEST_F(V4Synthetic, LentLogitsAreTheSameRows) {
-  auto cfg = v4::flash_config(2, 16);
-  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
-  cfg->vocab_size = 4096;
-  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 9);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto model = small_model(2, 16, 9);
+  ASSERT_TRUE(model);
   auto steps = [&](bool lent) {
     std::vector<std::unique_ptr<ModelState>> st;
-    for (int s = 0; s < 3; ++s) st.push_back((*model)->new_state());
+    for (int s = 0; s < 3; ++s) st.push_back(model->new_state());
     const std::vector<int32_t> p0 = tokens(40, 4096, 1), p1 = tokens(50, 4096, 2), p2 = tokens(60, 4096, 3);
     std::vector<std::vector<float>> rows;
     v4::ForwardOutput out;
     out.allow_lent_logits = lent;
     auto fwd = [&](std::vector<ModelInput> b) {
-      Status f = (*model)->forward(b, out);
+      Status f = model->forward(b, out);
       EXPECT_TRUE(f.is_ok()) << f.to_string();
       EXPECT_EQ(out.lent_logits.empty(), !lent);
       EXPECT_EQ(out.logits.empty(), lent);
@@ -371,31 +380,28 @@ TEST_F(V4Synthetic, LentLogitsAreTheSameRows) {
 // time, even though that first eager step grew workspaces (which drops the graphs captured so
 // far); every later step replays. So 4 steps of one shape launch 3 times from a graph.
 TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
-  auto cfg = v4::flash_config(2, 16);
-  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
-  cfg->vocab_size = 4096;
-  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 5);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto model = small_model(2, 16, 5);
+  ASSERT_TRUE(model);
   std::vector<std::unique_ptr<ModelState>> st;
   v4::ForwardOutput out;
   std::vector<std::vector<int32_t>> prompts;
   for (int s = 0; s < 3; ++s) {
-    st.push_back((*model)->new_state());
+    st.push_back(model->new_state());
     prompts.push_back(tokens(30 + 10 * s, 4096, 20 + s));
     ModelInput in{st.back().get(), prompts.back(), false};
-    ASSERT_TRUE((*model)->forward(std::span<const ModelInput>(&in, 1), out).is_ok());
+    ASSERT_TRUE(model->forward(std::span<const ModelInput>(&in, 1), out).is_ok());
   }
-  const int64_t r0 = (*model)->decode_graph_replays(), c0 = (*model)->decode_graphs_captured();
-  (*model)->reset_step_times();
+  const int64_t r0 = model->decode_graph_replays(), c0 = model->decode_graphs_captured();
+  model->reset_step_times();
   const int32_t t[3] = {3, 4, 5};
   for (int step = 0; step < 4; ++step) {
     std::vector<ModelInput> batch;
     for (int s = 0; s < 3; ++s) batch.push_back({st[s].get(), std::span<const int32_t>(&t[s], 1), false});
-    ASSERT_TRUE((*model)->forward(batch, out).is_ok());
+    ASSERT_TRUE(model->forward(batch, out).is_ok());
   }
-  EXPECT_EQ((*model)->decode_graph_replays() - r0, 3);
-  EXPECT_EQ((*model)->decode_graphs_captured() - c0, 1);
-  EXPECT_EQ((*model)->step_times().captures, 1);
+  EXPECT_EQ(model->decode_graph_replays() - r0, 3);
+  EXPECT_EQ(model->decode_graphs_captured() - c0, 1);
+  EXPECT_EQ(model->step_times().captures, 1);
 }
 
 // CudaTuning changes speed, never bits: routed-expert groups of 16 (the default), 32 or 64 rows,
@@ -403,25 +409,22 @@ TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
 // 64 decoding sequences put ~48 rows on each expert (what an expert-parallel slice sees at large
 // batch), the 96-token prefills ~72; the last layer routes by score, the first three by hash.
 TEST_F(V4Synthetic, TuningChangesNoBits) {
-  auto cfg = v4::flash_config(4, 8);
-  ASSERT_TRUE(cfg.is_ok()) << cfg.status().to_string();
-  cfg->vocab_size = 4096;
-  auto model = v4gpu::V4GpuModel::synthetic(*cfg, 3);
-  ASSERT_TRUE(model.is_ok()) << model.status().to_string();
+  auto model = small_model(4, 8, 3);
+  ASSERT_TRUE(model);
   constexpr int kSeqs = 64, kSteps = 3;
   auto run_batch = [&](const CudaTuning& t) {
-    Status ts = (*model)->set_tuning(t);
+    Status ts = model->set_tuning(t);
     EXPECT_TRUE(ts.is_ok()) << ts.to_string();
-    (*model)->reset_step_times();
+    model->reset_step_times();
     std::vector<std::unique_ptr<ModelState>> st;
     std::vector<std::vector<int32_t>> prompts;
     std::vector<float> all;
     v4::ForwardOutput out;
     for (int s = 0; s < kSeqs; ++s) {
-      st.push_back((*model)->new_state());
+      st.push_back(model->new_state());
       prompts.push_back(tokens(96, 4096, 100 + s));
       ModelInput in{st.back().get(), prompts.back(), false};
-      Status f = (*model)->forward(std::span<const ModelInput>(&in, 1), out);
+      Status f = model->forward(std::span<const ModelInput>(&in, 1), out);
       EXPECT_TRUE(f.is_ok()) << f.to_string();
       all.insert(all.end(), out.logits.begin(), out.logits.end());
     }
@@ -432,7 +435,7 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
         next[s] = 2 + (s * 31 + step * 7) % 4000;
         batch.push_back({st[s].get(), std::span<const int32_t>(&next[s], 1), false});
       }
-      Status f = (*model)->forward(batch, out);
+      Status f = model->forward(batch, out);
       EXPECT_TRUE(f.is_ok()) << f.to_string();
       all.insert(all.end(), out.logits.begin(), out.logits.end());
     }
@@ -448,7 +451,7 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   CudaTuning p;
   p.profile = true;
   EXPECT_TRUE(run_batch(p) == ref) << "the profiled step changes the logits";
-  const StepTimes st = (*model)->step_times();
+  const StepTimes st = model->step_times();
   const StepTimes* times = &st;
   EXPECT_EQ(times->graph_steps, 0) << "profiled steps run eagerly";
   ASSERT_FALSE(times->parts_s.empty());
@@ -460,7 +463,7 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   EXPECT_GT(sum, 0.0);
   CudaTuning bad;
   bad.moe_group_rows = 48;
-  EXPECT_FALSE((*model)->set_tuning(bad).is_ok());
+  EXPECT_FALSE(model->set_tuning(bad).is_ok());
 }
 
 }  // namespace

@@ -14,18 +14,9 @@ timeout "${BUILD_S:-200}" ninja -C /tmp/bd -j"$J" -k 0 $TESTS >> "$OUT/build.log
 BUILD_RC=$?
 grep -E "error|FAILED" "$OUT/build.log" | head -20
 log "tests (box ${PARITY_S:-200} s in all)"
-END=$((SECONDS + ${PARITY_S:-200}))
-TEST_RC=0
-for t in $TESTS; do
-  LEFT=$((END - SECONDS))
-  [ -x "/tmp/bd/tests_cuda/$t" ] || { echo "$t: not built"; TEST_RC=1; continue; }
-  [ "$LEFT" -gt 2 ] || { echo "$t: skipped (box spent)"; continue; }
-  timeout "$LEFT" "/tmp/bd/tests_cuda/$t" > "$OUT/test-$t.txt" 2>&1
-  RC=$?
-  [ $RC -eq 0 ] || TEST_RC=1
-  echo "$t rc=$RC: $(grep -cE '^\[       OK' "$OUT/test-$t.txt") ok, $(grep -cE '^\[  FAILED  \].*\(' "$OUT/test-$t.txt") failed"
-  grep -E "^\[  FAILED|Failure|error:|decode graphs|batch-invariant|expected|Which is" "$OUT/test-$t.txt" | head -12
-done
+source tools/device/test_loop.sh
+# shellcheck disable=SC2086
+run_tests /tmp/bd/tests_cuda "${PARITY_S:-200}" $TESTS
 log "carried binaries"
 CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
 export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:$CUDA_LIB/lib:$CUDA_LIB/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"

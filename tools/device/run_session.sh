@@ -32,18 +32,9 @@ cat "$OUT/devices.txt"
 
 log "carried tests (box ${TESTS_S:-200} s in all)"
 TESTS=${TESTS:-$(cd .device-bin/bin && ls cuda_*_test 2>/dev/null | tr '\n' ' ')}
-END=$((SECONDS + ${TESTS_S:-200}))
-TEST_RC=0
-for t in $TESTS; do
-  LEFT=$((END - SECONDS))
-  [ -x ".device-bin/bin/$t" ] || { echo "$t: not carried"; TEST_RC=1; continue; }
-  [ "$LEFT" -gt 2 ] || { echo "$t: skipped (box spent)"; continue; }
-  timeout "$LEFT" ".device-bin/bin/$t" > "$OUT/test-$t.txt" 2>&1
-  RC=$?
-  [ $RC -eq 0 ] || TEST_RC=1
-  echo "$t rc=$RC: $(grep -cE '^\[       OK' "$OUT/test-$t.txt") ok, $(grep -cE '^\[  FAILED  \].*\(' "$OUT/test-$t.txt") failed"
-  grep -E "^\[  FAILED|Failure|error:|Which is|Expected|request [0-9]+:" "$OUT/test-$t.txt" | head -12
-done
+source tools/device/test_loop.sh
+# shellcheck disable=SC2086
+run_tests .device-bin/bin "${TESTS_S:-200}" $TESTS
 
 log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"
 END=$((SECONDS + ${BENCH_S:-250}))
