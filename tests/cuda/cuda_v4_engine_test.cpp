@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <initializer_list>
 #include <cstdio>
 
 #include "backend/cuda/cuda_ops.h"
@@ -32,6 +33,18 @@ std::vector<SampledToken> drain(RequestStream& stream, const std::string& what) 
     for (const SampledToken& t : ev->tokens) got.push_back(t);
   }
   return got;
+}
+
+// Prompts of the given lengths, ids in [2, 2048) (the synthetic checkpoint's vocabulary).
+std::vector<std::vector<int32_t>> random_prompts(uint64_t seed, std::initializer_list<int64_t> lens) {
+  std::vector<std::vector<int32_t>> prompts;
+  testing::SyntheticRng r(seed);
+  for (int64_t len : lens) {
+    std::vector<int32_t> p(len);
+    for (auto& t : p) t = static_cast<int32_t>(2 + r.next() % 2046);
+    prompts.push_back(p);
+  }
+  return prompts;
 }
 
 std::vector<std::vector<int32_t>> run_engine(const std::string& dir, const std::string& device,
@@ -66,13 +79,7 @@ TEST(CudaV4Engine, FourConcurrentGreedyRequestsMatchCpuEngine) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir("v4-flash-engine");
   testing::write_v4_flash_checkpoint(dir.path, testing::V4FlashSpec{});
-  std::vector<std::vector<int32_t>> prompts;
-  testing::SyntheticRng r(99);
-  for (int64_t len : {40, 150, 7, 130}) {
-    std::vector<int32_t> p(len);
-    for (auto& t : p) t = static_cast<int32_t>(2 + r.next() % 2046);
-    prompts.push_back(p);
-  }
+  const auto prompts = random_prompts(99, {40, 150, 7, 130});
   const auto gpu = run_engine(dir.path, "cuda", prompts);
   const auto cpu = run_engine(dir.path, "cpu", prompts);
   ASSERT_EQ(gpu.size(), 4u);
@@ -151,13 +158,7 @@ TEST(CudaV4Engine, DeviceSamplingMatchesHostSampling) {
   if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
   testing::TempDir dir("v4-flash-engine-sampling");
   testing::write_v4_flash_checkpoint(dir.path, testing::V4FlashSpec{});
-  std::vector<std::vector<int32_t>> prompts;
-  testing::SyntheticRng r(7);
-  for (int64_t len : {60, 130, 33}) {
-    std::vector<int32_t> p(len);
-    for (auto& t : p) t = static_cast<int32_t>(2 + r.next() % 2046);
-    prompts.push_back(p);
-  }
+  const auto prompts = random_prompts(7, {60, 130, 33});
   std::vector<SamplingParams> params(3);
   params[0].temperature = 0.9f, params[0].top_k = 40, params[0].top_p = 0.9f, params[0].n = 3;
   params[0].repetition_penalty = 1.2f, params[0].frequency_penalty = 0.3f, params[0].presence_penalty = 0.2f;
