@@ -346,13 +346,16 @@ bool Engine::step() {
     token_ctx += static_cast<double>(plan.tokens[i]) * (s.computed + plan.tokens[i] / 2.0);
   }
   if (batch.empty()) return false;
+  // Members whose step ends their pending tokens sample a token from it (the others are in mid-prompt).
+  std::vector<bool> samples(members.size());
+  for (size_t b = 0; b < members.size(); ++b)
+    samples[b] = members[b]->computed + static_cast<int64_t>(batch[b].tokens.size()) ==
+                 static_cast<int64_t>(members[b]->tokens.size());
   // Grammar masks for the tokens this step samples depend only on tokens already accepted:
   // compute them on a side thread while the forward runs.
   std::vector<Sequence*> masked;
   for (size_t b = 0; b < members.size(); ++b)
-    if (members[b]->needs_mask() &&
-        members[b]->computed + static_cast<int64_t>(batch[b].tokens.size()) == static_cast<int64_t>(members[b]->tokens.size()))
-      masked.push_back(members[b]);
+    if (samples[b] && members[b]->needs_mask()) masked.push_back(members[b]);
   std::thread mask_thread;
   if (!masked.empty())
     mask_thread = std::thread([&masked] {
@@ -366,11 +369,7 @@ bool Engine::step() {
   std::vector<SampleRow> rows;
   std::vector<SampleResult> sampled;
   if (on_device)
-    for (size_t b = 0; b < members.size(); ++b) {
-      const Sequence& s = *members[b];
-      const bool samples = s.computed + static_cast<int64_t>(batch[b].tokens.size()) == static_cast<int64_t>(s.tokens.size());
-      rows.push_back(samples ? s.next_row() : SampleRow{.params = &kUnused});
-    }
+    for (size_t b = 0; b < members.size(); ++b) rows.push_back(samples[b] ? members[b]->next_row() : SampleRow{.params = &kUnused});
   v4::ForwardOutput out;
   out.allow_lent_logits = true;
   const auto t0 = Clock::now();

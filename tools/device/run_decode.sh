@@ -14,7 +14,7 @@ timeout "${BUILD_S:-200}" ninja -C /tmp/bd -j"$J" -k 0 $TESTS >> "$OUT/build.log
 BUILD_RC=$?
 grep -E "error|FAILED" "$OUT/build.log" | head -20
 log "tests (box ${PARITY_S:-200} s in all)"
-source tools/device/test_loop.sh
+source tools/device/loops.sh
 # shellcheck disable=SC2086
 run_tests /tmp/bd/tests_cuda "${PARITY_S:-200}" $TESTS
 log "carried binaries"
@@ -33,13 +33,6 @@ if [ -x .device-bin/bin/cuda_v4_engine_test ]; then
   grep -E "^\[  FAILED|^\[  PASSED|tokens|Failure" "$OUT/test-cuda_v4_engine_test.txt" | head -12
 fi
 log "deepinfer bench --synthetic (box ${BENCH_S:-200} s in all)"
-END=$((SECONDS + ${BENCH_S:-200}))
-while read -r NAME ARGS; do
-  [ -n "$NAME" ] || continue
-  LEFT=$((END - SECONDS))
-  [ "$LEFT" -gt 5 ] || { echo "$NAME: skipped (box spent)"; continue; }
-  timeout "$LEFT" "$DI" bench --device cuda $ARGS --json "$OUT/bench-$NAME.json" > "$OUT/bench-$NAME.txt" 2>&1
-  echo "$NAME rc=$?: $ARGS"; tail -6 "$OUT/bench-$NAME.txt"
-done <<< "${BENCH_CONFIGS:-}"
+run_benches "$DI" "${BENCH_S:-200}"
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$OUT/env.txt"
 echo "build rc=$BUILD_RC tests rc=$TEST_RC carried rc=$BIN_RC"

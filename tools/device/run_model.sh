@@ -19,18 +19,9 @@ grep -E "error|FAILED" "$OUT/build.log" | head -20
 [ -x /tmp/bd/tests_cuda/cuda_model_bench ] || { echo "cuda_model_bench did not build (rc $BUILD_RC)"; tail -40 "$OUT/build.log"; exit 1; }
 PARITY_S=${PARITY_S:-50}
 log "parity tests (box $PARITY_S s in all)"
-END=$((SECONDS + PARITY_S))
-TEST_RC=0
-for t in $TESTS; do
-  LEFT=$((END - SECONDS))
-  [ -x "/tmp/bd/tests_cuda/$t" ] || { echo "$t: not built"; TEST_RC=1; continue; }
-  [ "$LEFT" -gt 2 ] || { echo "$t: skipped (parity box spent)"; continue; }
-  timeout "$LEFT" "/tmp/bd/tests_cuda/$t" > "$OUT/parity-$t.txt" 2>&1
-  RC=$?
-  [ $RC -eq 0 ] || TEST_RC=1
-  echo "$t rc=$RC: $(grep -cE '^\[       OK' "$OUT/parity-$t.txt") ok, $(grep -cE '^\[  FAILED  \].*\(' "$OUT/parity-$t.txt") failed, $(grep -cE '^\[  SKIPPED' "$OUT/parity-$t.txt") skipped"
-  grep -E "^\[  FAILED|Failure|error" "$OUT/parity-$t.txt" | head -8
-done
+source tools/device/loops.sh
+# shellcheck disable=SC2086
+run_tests /tmp/bd/tests_cuda "$PARITY_S" $TESTS
 PEER_RC=skipped
 if [ "${PEER:-1}" = 1 ]; then
   log "peer: transformers (box 140 s)"

@@ -32,20 +32,12 @@ cat "$OUT/devices.txt"
 
 log "carried tests (box ${TESTS_S:-200} s in all)"
 TESTS=${TESTS:-$(cd .device-bin/bin && ls cuda_*_test 2>/dev/null | tr '\n' ' ')}
-source tools/device/test_loop.sh
+source tools/device/loops.sh
 # shellcheck disable=SC2086
 run_tests .device-bin/bin "${TESTS_S:-200}" $TESTS
 
 log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"
-END=$((SECONDS + ${BENCH_S:-250}))
-while read -r NAME ARGS; do
-  [ -n "$NAME" ] || continue
-  LEFT=$((END - SECONDS))
-  [ "$LEFT" -gt 5 ] || { echo "$NAME: skipped (box spent)"; continue; }
-  timeout "$LEFT" "$DI" bench --device cuda $ARGS --json "$OUT/bench-$NAME.json" > "$OUT/bench-$NAME.txt" 2>&1
-  echo "$NAME rc=$?: $ARGS"
-  grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$NAME.txt" | sed 's/  */ /g' | cut -c1-150
-done <<< "${BENCH_CONFIGS:-}"
+run_benches "$DI" "${BENCH_S:-250}"
 
 if [ "${TOKENIZER:-0}" = 1 ] && [ -x .device-bin/bin/tokenizer_bench ]; then
   log "tokenizer: ours vs HF tokenizers (Python), one thread (box ${TOK_S:-120} s)"

@@ -1,0 +1,36 @@
+# Sourced by tools/device/run_*.sh.
+# run_tests DIR BOX_S TEST... runs each test binary DIR/TEST (output in $OUT/test-TEST.txt) within
+# BOX_S seconds in all, prints a line per test with its OK / FAILED / SKIPPED counts and the
+# failure lines, and sets TEST_RC to 1 if any failed or was missing.
+run_tests() {
+  local dir=$1 box=$2 end left rc t
+  shift 2
+  end=$((SECONDS + box))
+  TEST_RC=0
+  for t in "$@"; do
+    left=$((end - SECONDS))
+    [ -x "$dir/$t" ] || { echo "$t: not built / not carried"; TEST_RC=1; continue; }
+    [ "$left" -gt 2 ] || { echo "$t: skipped (box spent)"; continue; }
+    timeout "$left" "$dir/$t" > "$OUT/test-$t.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || TEST_RC=1
+    echo "$t rc=$rc: $(grep -cE '^\[       OK' "$OUT/test-$t.txt") ok, $(grep -cE '^\[  FAILED  \].*\(' "$OUT/test-$t.txt") failed, $(grep -cE '^\[  SKIPPED' "$OUT/test-$t.txt") skipped"
+    grep -E "^\[  FAILED|Failure|error:|Which is|Expected|decode graphs|batch-invariant|request [0-9]+:" "$OUT/test-$t.txt" | head -12
+  done
+}
+
+# run_benches DEEPINFER BOX_S: `DEEPINFER bench --device cuda ARGS --json $OUT/bench-NAME.json` for
+# each line "NAME ARGS" of $BENCH_CONFIGS within BOX_S seconds in all (output $OUT/bench-NAME.txt),
+# printing each run's result lines.
+run_benches() {
+  local di=$1 end=$((SECONDS + $2)) left name args
+  while read -r name args; do
+    [ -n "$name" ] || continue
+    left=$((end - SECONDS))
+    [ "$left" -gt 5 ] || { echo "$name: skipped (box spent)"; continue; }
+    # shellcheck disable=SC2086
+    timeout "$left" "$di" bench --device cuda $args --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
+    echo "$name rc=$?: $args"
+    grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$name.txt" | sed 's/  */ /g' | cut -c1-150
+  done <<< "${BENCH_CONFIGS:-}"
+}
