@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/layer_ops.h"
 
 namespace dc = deepinfer::cuda;
 
@@ -314,6 +315,96 @@ void bench_mxfp4(const char* name, int N, int K, int G, int m) {
   CK(cudaFree(y));
 }
 
+// The routed experts of one MoE layer, E experts with m rows each (d 4096, I 2048): the narrow
+// path (16-row groups: w1 and w3 grouped, SwiGLU, w2 grouped) against the wide one (64-row groups:
+// w1/w3 with SwiGLU fused, w2). Bytes: every expert's three weights once, plus the rows.
+void bench_moe_paths(int E, int m) {
+  const int d = 4096, I = 2048;
+  const size_t per = 3 * (size_t(I) * d / 2 + size_t(I) * d / 32);
+  const int sets = rotation(per * E);
+  std::vector<dc::ExpertPtrs> ex(size_t(sets) * E);
+  std::vector<uint8_t> hs(size_t(I) * d / 32);
+  for (auto& e : hs) e = static_cast<uint8_t>(118 + rand() % 6);
+  std::vector<void*> owned;
+  auto mat = [&](uint8_t*& w, uint8_t*& sc) {
+    w = static_cast<uint8_t*>(dalloc(size_t(I) * d / 2));
+    sc = static_cast<uint8_t*>(dalloc(hs.size()));
+    CK(cudaMemcpy(sc, hs.data(), hs.size(), cudaMemcpyHostToDevice));
+    owned.push_back(w), owned.push_back(sc);
+  };
+  for (auto& p : ex) {
+    uint8_t *w, *sc;
+    mat(w, sc), p.w1 = w, p.s1 = sc;
+    mat(w, sc), p.w3 = w, p.s3 = sc;
+    mat(w, sc), p.w2 = w, p.s2 = sc;
+  }
+  const size_t R = size_t(E) * m;
+  auto fbuf = [&](size_t n) { void* p = dalloc(n); owned.push_back(p); return p; };
+  float* x = static_cast<float*>(fbuf(R * d * 4));
+  std::vector<float> hx(R * d);
+  for (auto& v : hx) v = float(rand()) / RAND_MAX - 0.5f;
+  CK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+  float *gp = static_cast<float*>(fbuf(R * I * 4)), *up = static_cast<float*>(fbuf(R * I * 4));
+  float *ap = static_cast<float*>(fbuf(R * I * 4)), *y = static_cast<float*>(fbuf(R * d * 4));
+  auto* x16 = static_cast<uint16_t*>(fbuf(R * d * 2));
+  auto* a16 = static_cast<uint16_t*>(fbuf(R * I * 2));
+  std::vector<int32_t> ident(R);
+  for (size_t i = 0; i < R; ++i) ident[i] = static_cast<int32_t>(i);
+  auto* slots = static_cast<int32_t*>(fbuf(R * 4));
+  CK(cudaMemcpy(slots, ident.data(), R * 4, cudaMemcpyHostToDevice));
+  OK(dc::moe_permute_f16(x, int64_t(R), 1, d, slots, x16, g_stream));  // identity: x in fp16
+  // Descriptors per weight set: (w1, w3) pairs and w2, groups of `gr` rows.
+  auto groups = [&](int gr, std::vector<dc::Mxfp4Group*>& g13s, std::vector<dc::Mxfp4Group*>& g2s) {
+    int n = 0;
+    for (int st = 0; st < sets; ++st) {
+      std::vector<dc::Mxfp4Group> h13, h2;
+      for (int e = 0; e < E; ++e)
+        for (int r0 = 0; r0 < m; r0 += gr) {
+          const int mg = std::min(gr, m - r0);
+          const size_t row = size_t(e) * m + r0;
+          const dc::ExpertPtrs& p = ex[size_t(st) * E + e];
+          h13.push_back({p.w1, p.s1, x + row * d, gp + row * I, mg, int32_t(row)});
+          h13.push_back({p.w3, p.s3, x + row * d, up + row * I, mg, int32_t(row)});
+          h2.push_back({p.w2, p.s2, ap + row * I, y + row * d, mg, int32_t(row)});
+        }
+      n = static_cast<int>(h2.size());
+      g13s.push_back(static_cast<dc::Mxfp4Group*>(fbuf(h13.size() * sizeof(h13[0]))));
+      g2s.push_back(static_cast<dc::Mxfp4Group*>(fbuf(h2.size() * sizeof(h2[0]))));
+      CK(cudaMemcpy(g13s.back(), h13.data(), h13.size() * sizeof(h13[0]), cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(g2s.back(), h2.data(), h2.size() * sizeof(h2[0]), cudaMemcpyHostToDevice));
+    }
+    return n;
+  };
+  std::vector<dc::Mxfp4Group *> n13, n2, w13, w2;
+  const int nn = groups(16, n13, n2), nw = groups(64, w13, w2);
+  const int mm = std::min(m, 16), mw = std::min(m, 64);
+  Row r;
+  r.shape = "E" + std::to_string(E) + " d4096 I2048";
+  r.m = m;
+  r.bytes = double(per) * E + double(R) * d * 4 * 2;
+  r.flops = 2.0 * 3 * R * double(I) * d;
+  r.peak = g_bf16_peak;
+  r.op = "moe_narrow16";
+  r.groups = nn;
+  r.ms = time_graph(std::max(sets, 20), [&](int i) {
+    OK(dc::mxfp4_linear_grouped(n13[i % sets], 2 * nn, mm, I, d, g_stream));
+    OK(dc::swiglu(gp, up, I, int64_t(R), I, 10.f, ap, g_stream));
+    OK(dc::mxfp4_linear_grouped(n2[i % sets], nn, mm, d, I, g_stream));
+  });
+  const double narrow_ms = r.ms;
+  report(r);
+  r.op = "moe_wide64";
+  r.groups = nw;
+  r.ms = time_graph(std::max(sets, 20), [&](int i) {
+    OK(dc::mxfp4_experts_w13_swiglu(w13[i % sets], nw, mw, x16, I, d, 10.f, a16, g_stream));
+    OK(dc::mxfp4_experts_w2(w2[i % sets], nw, mw, a16, d, I, g_stream));
+  });
+  r.peer = "moe_narrow16";
+  r.peer_ms = narrow_ms;
+  report(r);
+  for (void* p : owned) CK(cudaFree(p));
+}
+
 void bench_rms(int n, int d) {
   const int sets = rotation(size_t(n) * d * 8);
   std::vector<float*> x(sets), y(sets);
@@ -396,6 +487,9 @@ int main(int argc, char** argv) {
     bench_mxfp4("expert.w1", 2048, 4096, G, m);
     bench_mxfp4("expert.w2", 4096, 2048, G, m);
   }
+  // EP slice (32 experts) at batch 64 / 256 and a 1k-token prefill chunk; full model at batch 256 / 1k.
+  for (auto [E, m] : std::vector<std::pair<int, int>>{{32, 12}, {32, 48}, {32, 192}, {256, 6}, {256, 24}})
+    bench_moe_paths(E, m);
   for (int n : {1, 64, 4096}) bench_rms(n, 4096);
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);

@@ -3,7 +3,8 @@
 // random inputs. Tolerances: mHC pre/post/comb max abs 1e-5, collapsed input and hc_post rel L2
 // 1e-5; routing ids exact on tokens whose k-th and (k+1)-th keys differ by > 1e-3 (no near-tie),
 // weights max abs 1e-5; SwiGLU rel 1e-6; the MoE sublayer (MXFP4 experts, activations rounded
-// to fp16 by the GPU kernel) rel L2 2e-3. Row invariance: a token's mHC and routing outputs are
+// to fp16 by the GPU kernel) rel L2 2e-3, by the narrow and the wide expert kernels alike, and
+// the two within 1e-4 of each other (also at the V4-Flash expert shapes). Row invariance: a token's mHC and routing outputs are
 // bitwise equal whether computed alone (T = 1, the decode kernels) or inside T = 7, 40, 300, 4100
 // (the prefill kernels). rows_to_rings exact (bf16 RNE into slot pos % window of each ring, nothing
 // else written). PrefillSpeed prints CUDA-event times (no assertion). Skips without a device.
@@ -414,9 +415,99 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
     auto pv = download<int32_t>(pos, R);
     std::sort(pv.begin(), pv.end());
     for (int i = 0; i < R; ++i) ASSERT_EQ(pv[i], i);
-    const double err = rel_l2(download<float>(out, T * d), ref);
-    std::printf("moe sublayer T=%lld: rel L2 %.3g\n", (long long)T, err);
+    const auto narrow = download<float>(out, T * d);
+    const double err = rel_l2(narrow, ref);
+    // The wide kernels (64-row groups, fp16 rows, SwiGLU fused into w1/w3) on the same routing.
+    const int Gw = dc::moe_max_groups(T, K, E, 64);
+    Dev w13(2 * Gw * sizeof(dc::Mxfp4Group)), w2(Gw * sizeof(dc::Mxfp4Group)), x16(R * d * 2), a16(R * I * 2);
+    Dev ypw(R * d * 4), outw(T * d * 4);
+    ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), T, K, E, dptrs.as<dc::ExpertPtrs>(), xp.as<float>(),
+                                     gp.as<float>(), upm.as<float>(), ap.as<float>(), ypw.as<float>(), d, I, Gw,
+                                     pos.as<int32_t>(), w13.as<dc::Mxfp4Group>(), w2.as<dc::Mxfp4Group>(), nullptr, 64))
+        << dc::last_error();
+    ASSERT_TRUE(dc::moe_permute_f16(dh.as<float>(), T, K, d, pos.as<int32_t>(), x16.as<uint16_t>()));
+    ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu(w13.as<dc::Mxfp4Group>(), Gw, ms, x16.as<uint16_t>(), I, d, 10.f,
+                                             a16.as<uint16_t>()))
+        << dc::last_error();
+    ASSERT_TRUE(dc::mxfp4_experts_w2(w2.as<dc::Mxfp4Group>(), Gw, ms, a16.as<uint16_t>(), d, I)) << dc::last_error();
+    ASSERT_TRUE(dc::moe_combine(ypw.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
+                                outw.as<float>()));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto wide = download<float>(outw, T * d);
+    const double err_w = rel_l2(wide, ref), wide_vs_narrow = rel_l2(wide, narrow);
+    std::printf("moe sublayer T=%lld: rel L2 %.3g (narrow), %.3g (wide), wide vs narrow %.3g\n", (long long)T, err,
+                err_w, wide_vs_narrow);
     EXPECT_LT(err, 2e-3) << "T=" << T;
+    EXPECT_LT(err_w, 2e-3) << "T=" << T;
+    // Same fp16 inputs and per-32 scaling; only the fp32 sum order (and so an fp16 rounding of
+    // the SwiGLU output now and then) differs.
+    EXPECT_LT(wide_vs_narrow, 1e-4) << "T=" << T;
+  }
+}
+
+// The wide expert kernels against the narrow ones at the V4-Flash expert shapes (d 4096, I 2048,
+// the long K loops), host-built groups: expert 0 with 70 rows (groups of 64 + 6), expert 1 with 33,
+// expert 2 with 1, and an empty (m = 0) descriptor whose rows must stay unwritten. Both paths round
+// x to fp16; y rows within rel L2 1e-4 of each other; the padding rows after each expert keep NaN.
+TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(21);
+  const int64_t d = 4096, I = 2048;
+  const std::vector<int> rows = {70, 33, 1};
+  std::vector<std::unique_ptr<Dev>> keep;
+  auto up = [&](const Tensor& t) {
+    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
+    return keep.back()->as<uint8_t>();
+  };
+  std::vector<dc::ExpertPtrs> ex;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    const Weight w1 = mxfp4_weight(I, d, rng), w3 = mxfp4_weight(I, d, rng), w2 = mxfp4_weight(d, I, rng);
+    ex.push_back({up(w1.data), up(w1.scale), up(w3.data), up(w3.scale), up(w2.data), up(w2.scale)});
+  }
+  // Each expert's rows start at a multiple of 128 rows (padding rows in between stay unused).
+  const int64_t stride = 128, R = stride * int64_t(rows.size());
+  const auto x = randn(R * d, rng, 0.5f);
+  std::vector<int32_t> ident(R);
+  std::iota(ident.begin(), ident.end(), 0);
+  const std::vector<float> nan_y(R * d, NAN);
+  Dev dx(x.data(), x.size() * 4), dpos(ident.data(), R * 4), x16(R * d * 2), a16(R * I * 2);
+  Dev gp(R * I * 4), upm(R * I * 4), ap(R * I * 4), yn(nan_y.data(), R * d * 4), yw(nan_y.data(), R * d * 4);
+  ASSERT_TRUE(dc::moe_permute_f16(dx.as<float>(), R, 1, d, dpos.as<int32_t>(), x16.as<uint16_t>()));
+  auto groups = [&](int gr, float* y, std::vector<dc::Mxfp4Group>& g13, std::vector<dc::Mxfp4Group>& g2) {
+    for (size_t e = 0; e < rows.size(); ++e)
+      for (int r0 = 0; r0 < rows[e]; r0 += gr) {
+        const int m = std::min(gr, rows[e] - r0);
+        const int64_t row = int64_t(e) * stride + r0;
+        g13.push_back({ex[e].w1, ex[e].s1, dx.as<float>() + row * d, gp.as<float>() + row * I, m, int32_t(row)});
+        g13.push_back({ex[e].w3, ex[e].s3, dx.as<float>() + row * d, upm.as<float>() + row * I, m, int32_t(row)});
+        g2.push_back({ex[e].w2, ex[e].s2, ap.as<float>() + row * I, y + row * d, m, int32_t(row)});
+      }
+    g13.push_back({}), g13.push_back({}), g2.push_back({});  // an empty group
+  };
+  std::vector<dc::Mxfp4Group> n13, n2, w13, w2;
+  groups(16, yn.as<float>(), n13, n2);
+  groups(64, yw.as<float>(), w13, w2);
+  Dev dn13(n13.data(), n13.size() * sizeof(n13[0])), dn2(n2.data(), n2.size() * sizeof(n2[0]));
+  Dev dw13(w13.data(), w13.size() * sizeof(w13[0])), dw2(w2.data(), w2.size() * sizeof(w2[0]));
+  const int nn = static_cast<int>(n2.size()), nw = static_cast<int>(w2.size());
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dn13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d)) << dc::last_error();
+  ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dn2.as<dc::Mxfp4Group>(), nn, 16, d, I)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu(dw13.as<dc::Mxfp4Group>(), nw, 64, x16.as<uint16_t>(), I, d, 10.f,
+                                           a16.as<uint16_t>()))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2(dw2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I)) << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  const auto vn = download<float>(yn, R * d), vw = download<float>(yw, R * d);
+  for (size_t e = 0; e < rows.size(); ++e) {
+    const int64_t r0 = int64_t(e) * stride;
+    const std::vector<float> a(vw.begin() + r0 * d, vw.begin() + (r0 + rows[e]) * d);
+    const std::vector<float> b(vn.begin() + r0 * d, vn.begin() + (r0 + rows[e]) * d);
+    const double err = rel_l2(a, b);
+    std::printf("wide vs narrow, expert %zu (%d rows): rel L2 %.3g\n", e, rows[e], err);
+    EXPECT_LT(err, 1e-4) << "expert " << e;
+    for (int64_t i = (r0 + rows[e]) * d; i < (r0 + stride) * d; ++i)
+      ASSERT_TRUE(std::isnan(vw[i])) << "padding row " << i / d << " written";
   }
 }
 

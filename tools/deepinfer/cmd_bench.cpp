@@ -83,8 +83,8 @@ int run_bench(const BenchArgs& a) {
   if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
   if (int rc = check_device_flag("bench", a.device)) return rc;
   const bool cpu = a.device == "cpu";
-  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.profile || a.host_sampling))
-    return usage_error("--moe-group-rows, --profile and --host-sampling apply to --device cuda");
+  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling))
+    return usage_error("--moe-group-rows, --moe-wide-rows, --profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   LoadOptions lo;
@@ -250,6 +250,7 @@ int run_bench(const BenchArgs& a) {
                      {"warmup", warm},
                      {"prefill_chunk", a.prefill_chunk},
                      {"moe_group_rows", a.tuning.moe_group_rows},
+                     {"moe_wide_rows", a.tuning.moe_wide_rows},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
@@ -282,6 +283,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   add_device_option(b, a->device);
   b->add_option("--moe-group-rows", a->tuning.moe_group_rows,
                 "--device cuda: rows per routed-expert group, 16, 32 or 64 (0: the default, 16)");
+  b->add_option("--moe-wide-rows", a->tuning.moe_wide_rows,
+                "--device cuda: routed rows per expert from which the wide expert kernels run (0: the default, 8; "
+                "-1: never)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

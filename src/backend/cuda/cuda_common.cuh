@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -26,6 +27,18 @@ inline bool check(cudaError_t e, const char* what) {
   return true;
 }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+/// Raises a kernel's dynamic shared-memory limit on the current device unless `done` (one bit per
+/// device, owned by the caller's kernel) says it was already raised there.
+inline bool max_dynamic_smem_once(const void* func, int bytes, std::atomic<uint64_t>& done, const char* what) {
+  int dev = 0;
+  if (!check(cudaGetDevice(&dev), what)) return false;
+  const uint64_t bit = uint64_t(1) << (dev & 63);
+  if (done.load(std::memory_order_acquire) & bit) return true;
+  if (!check(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes), what)) return false;
+  done.fetch_or(bit, std::memory_order_acq_rel);
+  return true;
+}
 
 /// E8M0 byte -> fp32 power of two (0xff -> NaN), exact.
 __device__ __forceinline__ float e8m0_to_float(uint32_t e) {

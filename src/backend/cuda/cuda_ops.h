@@ -148,11 +148,29 @@ struct Mxfp4Group {
   const float* x = nullptr;  // [m, K]
   float* y = nullptr;        // [m, N]
   int32_t m = 0;             // rows of this group (0..64)
-  int32_t pad = 0;
+  int32_t row0 = 0;          // first row in the permuted row buffers (the wide kernels' x16 / a16)
 };
 /// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K).
 bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K,
                           void* stream = nullptr);
+
+// ---- MXFP4 experts with many rows per expert ("wide": each group's weights read once) ----
+// Each block owns 256 weight rows of one group and all of its <= 64 rows, K walked in 128-wide
+// chunks through a shared-memory ring (weights, scales and the fp16 rows, cp.async); the 8 warps
+// split the weight rows, not K, so x is read from shared memory by every warp and each output
+// element is one thread's sequential fp32 sum over K (per 32: a fresh mma fragment times its
+// scale). Inputs are fp16 (the same rounding the narrow kernel applies to its fp32 x).
+/// x16 [R, K] fp16 of the permuted rows: the group's rows start at row g.row0.
+/// g13 as moe_build_groups writes it ([2 * n_groups]: w1 then w3 of each group): writes
+/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)). Needs I % 128 == 0, K % 128 == 0.
+bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
+                              int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
+/// g2: y[r, :N] (the descriptor's fp32 y) = a16[row0 + r, :K] . W2^T. Needs N % 256 == 0, K % 128 == 0.
+bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
+                      void* stream = nullptr);
+/// x16[slot_pos[i], :] = fp16(h[i / k, :]) for the T * k routed slots (moe_permute in fp16).
+bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
+                     void* stream = nullptr);
 
 // ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * weight (weight may be null), fp32 ----
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y,

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/layer_ops.h"
+#include "backend/cuda/mma_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -497,6 +498,7 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
       const int m = min(group_rows, cnt[e] - c * group_rows);
       Mxfp4Group a;
       a.w = p.w1, a.scale = p.s1, a.x = x_perm + r0 * d, a.y = g_perm + r0 * inter, a.m = m;
+      a.row0 = static_cast<int32_t>(r0);
       g13[2 * g] = a;
       a.w = p.w3, a.scale = p.s3, a.y = u_perm + r0 * inter;
       g13[2 * g + 1] = a;
@@ -546,12 +548,7 @@ __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restri
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= R * I) return;
   const int64_t r = i / I, c = i % I;
-  float gi = g[r * ld + c], ui = u[r * ld + c];
-  if (L > 0.f) {
-    gi = fminf(gi, L);
-    ui = fminf(fmaxf(ui, -L), L);
-  }
-  a[i] = gi / (1.f + expf(-gi)) * ui;
+  a[i] = detail::swiglu_clamped(g[r * ld + c], u[r * ld + c], L);
 }
 
 __global__ void cast_bf16_kernel(const float* __restrict__ src, int64_t rows, int64_t cols, uint16_t* __restrict__ dst,

@@ -25,11 +25,10 @@
 // ones (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight per SM), 255 and
 // no spills at 2 tiles (1 block per SM), 255 with 68 B of spills at 4 tiles (1 block per SM).
 // Weight rows must be 16-byte aligned (K % 128 == 0 and a 16-byte aligned base), x 16-byte too.
-#include <cuda_fp16.h>
-
 #include <atomic>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -37,47 +36,13 @@ using detail::as_stream;
 using detail::check;
 using detail::check_launch;
 using detail::fail;
+using namespace detail;  // the mma / cp.async building blocks
 
 namespace {
-
-__device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                        uint32_t b1) {
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t e2m1_pair(uint32_t w, int p) {
-  const uint32_t v = w >> (4 * p);
-  return ((v << 9) & 0x0E000E00u) | ((v << 12) & 0x80008000u);
-}
 
 __device__ __forceinline__ uint32_t h2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
-}
-
-__device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g) {
-  asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr), "l"(g));
-}
-__device__ __forceinline__ void cp_async4(uint32_t saddr, const void* g) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(saddr), "l"(g));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(saddr)
-               : "memory");
-}
-__device__ __forceinline__ uint2 lds_u2(uint32_t saddr) {
-  uint2 v;
-  asm volatile("ld.shared.v2.u32 {%0,%1}, [%2];" : "=r"(v.x), "=r"(v.y) : "r"(saddr) : "memory");
-  return v;
 }
 
 // x rows: ld.global.nc, volatile so the compiler keeps them next to their use (hoisting all of a
@@ -95,12 +60,6 @@ constexpr int kStageW = 8 * kNT * kRowBytes;  // 2048 B of weights per stage
 constexpr int kStageS = 8 * kNT * 4;          // 128 B of scales per stage (4 groups x 32 rows)
 constexpr int kSmemBytes = kWarps * kStages * (kStageW + kStageS);  // 69632
 static_assert(kWarps * 64 * 8 * kNT * 4 <= kSmemBytes, "the reduction (up to 64 rows) must fit in the ring");
-
-// Byte offset of (row, 16-byte segment) inside a stage: row-major 64 B rows, segment XOR
-// (row / 2) % 4, so rows 0..7 of one segment land on 8 distinct 16-byte slots of the 128 B banks.
-__device__ __forceinline__ uint32_t ring_off(int row, int seg) {
-  return uint32_t(row * kRowBytes + ((seg ^ ((row >> 1) & 3)) << 4));
-}
 
 // One 128-wide chunk of one warp: 4 scale groups x kNT tiles x MT m tiles. kFast: every scale
 // byte of the chunk is <= 240, so 2^14 * scale is a normal float built straight from the byte.
@@ -182,7 +141,7 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
 #pragma unroll
       for (int q = 0; q < kNT; ++q) {
         const int row = g + 8 * q;
-        cp_async16(st + ring_off(row, t), wsrc + row * row_bytes + c * kRowBytes + t * 16);
+        cp_async16(st + w64_off(row, t), wsrc + row * row_bytes + c * kRowBytes + t * 16);
       }
       cp_async4(s_ring + (i % kStages) * kStageS + lane * 4, ssrc + int64_t(lane) * kg + c * 4);
     }
@@ -200,7 +159,7 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
   // ldmatrix x4: lanes 8j..8j+7 address rows 0..7 of scale group j of a tile
-  const uint32_t ld_off = ring_off(lane & 7, lane >> 3);
+  const uint32_t ld_off = w64_off(lane & 7, lane >> 3);
   for (int i = 0; i < nw; ++i) {
     issue(i + kStages - 1);
     cp_wait<kStages - 1>();
@@ -261,18 +220,10 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
 
 template <int MT, bool kLow8>
 bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaStream_t s) {
-  // The dynamic shared-memory limit is a per-device function attribute: set it once per device.
-  static std::atomic<uint64_t> attr_set{0};
-  int dev = 0;
-  if (!check(cudaGetDevice(&dev), "mxfp4_linear_grouped: cudaGetDevice")) return false;
-  const uint64_t bit = uint64_t(1) << (dev & 63);
-  if (!(attr_set.load(std::memory_order_acquire) & bit)) {
-    if (!check(cudaFuncSetAttribute(mxfp4_grouped_kernel<MT, kLow8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmemBytes),
-               "mxfp4_linear_grouped: shared-memory size"))
-      return false;
-    attr_set.fetch_or(bit, std::memory_order_acq_rel);
-  }
+  static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_grouped_kernel<MT, kLow8>), kSmemBytes, smem_set,
+                             "mxfp4_linear_grouped: shared-memory size"))
+    return false;
   const dim3 grid(static_cast<unsigned>(N / (8 * kNT)), 1, static_cast<unsigned>(n_groups));
   mxfp4_grouped_kernel<MT, kLow8><<<grid, 256, kSmemBytes, s>>>(groups, N, K);
   return check_launch("mxfp4_grouped_kernel");

@@ -21,7 +21,7 @@ enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
+  kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
 };
 
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
@@ -388,6 +388,15 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   return mark("attn: grouped output projection, mHC post");
 }
 
+// The wide expert kernels (weights read once per 64 rows) from tuning_.moe_wide_rows routed rows
+// per expert on average (default 8); never in batch-invariant mode, whose sums must not depend on
+// how many rows the step has (the narrow kernel's per-row sum order is fixed).
+bool Forward::use_wide_experts(int64_t routed_rows, int64_t n_experts) const {
+  if (c_.numerics.batch_invariant || tuning_.moe_wide_rows < 0) return false;
+  const int64_t from = tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 8;
+  return routed_rows >= from * n_experts;
+}
+
 Status Forward::moe(const GpuLayer& L, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, I = c_.moe_inter, E = c_.n_routed_experts;
   const int k = static_cast<int>(c_.experts_per_tok);
@@ -424,8 +433,9 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
+    const bool wide = use_wide_experts(R, E);
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
-    const int gr = tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+    const int gr = wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
@@ -438,11 +448,20 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     }
     DI_CUDA_TRY(
         dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_, gr));
-    DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
-    DI_TRY(mark("moe: routing, groups, permute"));
-    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
-    DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
-    DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
+    if (wide) {  // fp16 rows, weights read once per 64-row group, SwiGLU fused into w1/w3
+      DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
+      DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
+      DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
+      DI_TRY(mark("moe: routing, groups, permute"));
+      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
+      DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, stream_));
+    } else {
+      DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
+      DI_TRY(mark("moe: routing, groups, permute"));
+      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, stream_));
+      DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
+      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, stream_));
+    }
     DI_TRY(mark("moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)"));
     if (t0 == 0) DI_TRY(join(1));
     DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));

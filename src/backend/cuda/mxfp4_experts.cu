@@ -1,0 +1,263 @@
+// MXFP4 routed experts with many rows per expert (cuda_ops.h, "wide"): prefill chunks and large
+// decode batches, where mxfp4_linear_grouped's 16-row groups would re-read each expert's weights.
+//
+// Block: one group (<= 64 rows, MT m16 tiles) x 256 weight rows; 8 warps, warp w owns weight rows
+// 32w..32w+31 as four 8-row n tiles. K is walked in 128-wide chunks through a 3- or 4-deep ring
+// filled by all 256 threads with cp.async: per stage 256 x 64 B of packed e2m1 (XOR-swizzled for
+// ldmatrix, as in mxfp4_linear.cu), 256 x 4 scale bytes and the group's rows as fp16 (256 B per
+// row, 16-byte segments XOR (row & 1) << 2 so the 8 lanes of one LDS.128 phase hit distinct banks).
+// Fragments: ldmatrix x4 gives a lane the word (row g, codes 8t..8t+7) of each of the 4 scale
+// groups; e2m1_pair pairs code p with p + 4, so the x fragment takes x[8t + p] with x[8t + p + 4]
+// (one PRMT per register from the natural-order LDS.128). Per 32 along K: two mma into a fresh
+// fragment, added times 2^14 * scale (cf * 2^14 exact, then one fma: the narrow kernel's rounding).
+// No split K: a row's sum is one thread's sequential sum, independent of the other rows.
+// w13 variant: warp w's rows are w1 rows c0..c0+15 and w3 rows c0..c0+15 (c0 = 128 * block + 16 w),
+// so gate and up of one output sit in one thread and the clamped SwiGLU is the epilogue (fp16 out).
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+using detail::max_dynamic_smem_once;
+using namespace detail;  // the mma / cp.async building blocks
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kNT = 4;                       // 8-row weight tiles per warp
+constexpr int kRows = kWarps * kNT * 8;      // 256 weight rows per block
+constexpr int kStageW = kRows * 64;          // 16 KB of packed weights per stage
+constexpr int kStageS = kRows * 4;           // 1 KB of scales (4 groups of 32 per row)
+template <int MT>
+constexpr int stages() { return MT == 4 ? 4 : 3; }  // one block per SM at MT = 4 (184 registers): a deeper ring
+template <int MT>
+constexpr int stage_bytes() { return kStageW + kStageS + MT * 16 * 256; }
+template <int MT>
+constexpr int smem_bytes() { return stages<MT>() * stage_bytes<MT>(); }
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+__device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ ((row & 1) << 2)) << 4)); }
+
+// kSwiglu: g is g13 (pairs w1, w3), out a16 fp16 [., N] with N = I; else g is g2, out the fp32 y.
+template <int MT, bool kSwiglu>
+__global__ void __launch_bounds__(256, MT <= 2 ? 2 : 1)
+    mxfp4_wide_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int N, int K, float limit,
+                      __half* __restrict__ a16) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  const int m = gd.m;
+  if (m <= 0) return;
+  const uint8_t* w3 = nullptr;
+  const uint8_t* s3 = nullptr;
+  if (kSwiglu) {
+    const Mxfp4Group gu = groups[2 * blockIdx.y + 1];
+    w3 = gu.w, s3 = gu.scale;
+  }
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int nchunk = K / 128, kg = K / 32;
+  const int64_t row_bytes = K / 2;
+  // Weight row r of the block (0..255) -> its global row pointer (packed, scales).
+  auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
+    if (kSwiglu) {
+      const int wr = r & 31, col = blockIdx.x * 128 + (r >> 5) * 16 + (wr & 15);
+      w = (wr < 16 ? gd.w : w3) + int64_t(col) * row_bytes;
+      s = (wr < 16 ? gd.scale : s3) + int64_t(col) * kg;
+    } else {
+      const int col = blockIdx.x * kRows + r;
+      w = gd.w + int64_t(col) * row_bytes;
+      s = gd.scale + int64_t(col) * kg;
+    }
+  };
+  // This thread's copy jobs: weight rows tid / 4 + 64 q (segment tid % 4), scale row tid.
+  const uint8_t* wsrc[4];
+  const uint8_t* ssrc;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const uint8_t* s;
+    wrow((tid >> 2) + 64 * q, wsrc[q], s);
+    wsrc[q] += (tid & 3) * 16;
+  }
+  {
+    const uint8_t* w;
+    wrow(tid, w, ssrc);
+  }
+  const __half* xrow = x16 + int64_t(gd.row0) * K;
+  const uint32_t s_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  auto issue = [&](int c) {
+    if (c < nchunk) {
+      const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
+#pragma unroll
+      for (int q = 0; q < 4; ++q) cp_async16(st + w64_off((tid >> 2) + 64 * q, tid & 3), wsrc[q] + c * 64);
+      cp_async4(st + kStageW + tid * 4, ssrc + c * 4);
+#pragma unroll
+      for (int q = 0; q < MT; ++q) {
+        const int i = tid + 256 * q, r = i >> 4, seg = i & 15;
+        if (r < m) cp_async16(st + kStageW + kStageS + x_off(r, seg), xrow + int64_t(r) * K + c * 128 + seg * 8);
+      }
+    }
+    cp_commit();
+  };
+
+  float acc[kNT][MT][4];
+#pragma unroll
+  for (int nt = 0; nt < kNT; ++nt)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][mt][i] = 0.f;
+
+#pragma unroll
+  for (int i = 0; i < stages<MT>() - 1; ++i) issue(i);
+  const uint32_t ld_off = w64_off(lane & 7, lane >> 3);
+  for (int c = 0; c < nchunk; ++c) {
+    cp_wait<stages<MT>() - 2>();
+    __syncthreads();  // stage c is in for every thread; stage c - 1 is free for everyone
+    issue(c + stages<MT>() - 1);
+    const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
+    uint32_t wv[kNT][4];
+    uint2 sv[kNT];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      ldsm_x4(wv[nt], st + (warp * 32 + nt * 8) * 64 + ld_off);
+      sv[nt] = lds_u2(st + kStageW + (warp * 32 + nt * 8 + 2 * t) * 4);
+    }
+    const uint32_t xs = st + kStageW + kStageS;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t b[kNT][4];
+      float s0[kNT], s1[kNT];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int p = 0; p < 4; ++p) b[nt][p] = e2m1_pair(wv[nt][j], p);
+        s0[nt] = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
+        s1[nt] = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        if (mt * 16 >= m) break;  // block-uniform
+        const uint4 lo = lds_u4(xs + x_off(mt * 16 + g, 4 * j + t));
+        const uint4 hi = lds_u4(xs + x_off(mt * 16 + g + 8, 4 * j + t));
+        // natural order x0..x7 in (lo.x, lo.y, lo.z, lo.w): pairs (0,4) (1,5) | (2,6) (3,7)
+        const uint32_t a0 = prmt(lo.x, lo.z, 0x5410), a2 = prmt(lo.x, lo.z, 0x7632);
+        const uint32_t a4 = prmt(lo.y, lo.w, 0x5410), a6 = prmt(lo.y, lo.w, 0x7632);
+        const uint32_t a1 = prmt(hi.x, hi.z, 0x5410), a3 = prmt(hi.x, hi.z, 0x7632);
+        const uint32_t a5 = prmt(hi.y, hi.w, 0x5410), a7 = prmt(hi.y, hi.w, 0x7632);
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          float cf[4] = {0.f, 0.f, 0.f, 0.f};
+          mma_f16(cf, a0, a1, a2, a3, b[nt][0], b[nt][1]);
+          mma_f16(cf, a4, a5, a6, a7, b[nt][2], b[nt][3]);
+          acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0[nt], acc[nt][mt][0]);
+          acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1[nt], acc[nt][mt][1]);
+          acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0[nt], acc[nt][mt][2]);
+          acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1[nt], acc[nt][mt][3]);
+        }
+      }
+    }
+  }
+  cp_wait<0>();
+
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r0 = mt * 16 + g, r1 = r0 + 8;
+    if (kSwiglu) {
+#pragma unroll
+      for (int q = 0; q < 2; ++q) {  // tiles q (w1) and q + 2 (w3) hold the same outputs
+        const int col = blockIdx.x * 128 + warp * 16 + q * 8 + 2 * t;
+        const float* ga = acc[q][mt];
+        const float* ua = acc[q + 2][mt];
+        if (r0 < m)
+          *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r0) * N + col) =
+              __floats2half2_rn(swiglu_clamped(ga[0], ua[0], limit), swiglu_clamped(ga[1], ua[1], limit));
+        if (r1 < m)
+          *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r1) * N + col) =
+              __floats2half2_rn(swiglu_clamped(ga[2], ua[2], limit), swiglu_clamped(ga[3], ua[3], limit));
+      }
+    } else {
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        const int col = blockIdx.x * kRows + warp * 32 + nt * 8 + 2 * t;
+        if (r0 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r0) * N + col) = make_float2(acc[nt][mt][0], acc[nt][mt][1]);
+        if (r1 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r1) * N + col) = make_float2(acc[nt][mt][2], acc[nt][mt][3]);
+      }
+    }
+  }
+}
+
+template <int MT, bool kSwiglu>
+bool launch_wide(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int N, int K, float limit, uint16_t* a16,
+                 cudaStream_t s) {
+  static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_wide_kernel<MT, kSwiglu>), smem_bytes<MT>(), smem_set,
+                             "mxfp4 wide experts: shared-memory size"))
+    return false;
+  const dim3 grid(static_cast<unsigned>(kSwiglu ? N / 128 : N / kRows), static_cast<unsigned>(n_groups));
+  mxfp4_wide_kernel<MT, kSwiglu><<<grid, 256, smem_bytes<MT>(), s>>>(
+      groups, reinterpret_cast<const __half*>(x16), N, K, limit, reinterpret_cast<__half*>(a16));
+  return check_launch("mxfp4_wide_kernel");
+}
+
+template <bool kSwiglu>
+bool dispatch_wide(const Mxfp4Group* groups, int n_groups, int max_m, const uint16_t* x16, int N, int K, float limit,
+                   uint16_t* a16, cudaStream_t s) {
+  if (max_m <= 16) return launch_wide<1, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
+  if (max_m <= 32) return launch_wide<2, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
+  return launch_wide<4, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
+}
+
+bool check_wide(const char* what, int n_groups, int max_m, int64_t N, int64_t K, int64_t n_align) {
+  if (N % n_align || K % 128) return fail(std::string(what) + ": need N % " + std::to_string(n_align) + " == 0 and K % 128 == 0");
+  if (max_m > 64) return fail(std::string(what) + ": max_m > 64");
+  if (n_groups > 65535) return fail(std::string(what) + ": more than 65535 groups");
+  return true;
+}
+
+__global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
+                                       __half* __restrict__ x16) {
+  const int i = blockIdx.x;
+  const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
+  __half2* dst = reinterpret_cast<__half2*>(x16 + int64_t(slot_pos[i]) * d);
+  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) {
+    const float4 v = src[c];
+    dst[2 * c] = __floats2half2_rn(v.x, v.y);
+    dst[2 * c + 1] = __floats2half2_rn(v.z, v.w);
+  }
+}
+
+}  // namespace
+
+bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
+                              int64_t K, float limit, uint16_t* a16, void* stream) {
+  if (!check_wide("mxfp4_experts_w13_swiglu", n_groups, max_m, I, K, 128)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
+                             as_stream(stream));
+}
+
+bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
+                      void* stream) {
+  if (!check_wide("mxfp4_experts_w2", n_groups, max_m, N, K, kRows)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+                              as_stream(stream));
+}
+
+bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
+                     void* stream) {
+  if (d % 4) return fail("moe_permute_f16: d % 4 != 0");
+  if (T <= 0) return true;
+  moe_permute_f16_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(
+      h, k, static_cast<int>(d), slot_pos, reinterpret_cast<__half*>(x16));
+  return check_launch("moe_permute_f16_kernel");
+}
+
+}  // namespace deepinfer::cuda
