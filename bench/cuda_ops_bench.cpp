@@ -476,21 +476,25 @@ int main(int argc, char** argv) {
   g_blas_ws = dalloc(size_t(64) << 20);
   cublasSetWorkspace(g_blas, g_blas_ws, size_t(64) << 20);
   measure_ceilings();
+  const std::string only = argc > 3 ? argv[3] : "";  // "moe": the routed-expert paths only
   const std::vector<int> dec = {1, 8, 32, 64};
-  bench_fp8("wq_a", 1024, 4096, dec);
-  bench_fp8("wkv", 512, 4096, dec);
-  bench_fp8("wo_b", 4096, 8192, {1, 8, 32, 64, 512, 4096});
-  bench_fp8("wq_b", 32768, 1024, {1, 8, 32, 64, 512, 4096});
-  bench_fp8("shared.w1", 2048, 4096, {1, 8, 32, 64, 512, 4096});
-  bench_fp8("shared.w2", 4096, 2048, dec);
-  for (auto [G, m] : std::vector<std::pair<int, int>>{{1, 1}, {6, 1}, {44, 1}, {136, 2}, {200, 2}, {8, 16}}) {
-    bench_mxfp4("expert.w1", 2048, 4096, G, m);
-    bench_mxfp4("expert.w2", 4096, 2048, G, m);
+  if (only != "moe") {
+    bench_fp8("wq_a", 1024, 4096, dec);
+    bench_fp8("wkv", 512, 4096, dec);
+    bench_fp8("wo_b", 4096, 8192, {1, 8, 32, 64, 512, 4096});
+    bench_fp8("wq_b", 32768, 1024, {1, 8, 32, 64, 512, 4096});
+    bench_fp8("shared.w1", 2048, 4096, {1, 8, 32, 64, 512, 4096});
+    bench_fp8("shared.w2", 4096, 2048, dec);
+    for (auto [G, m] : std::vector<std::pair<int, int>>{{1, 1}, {6, 1}, {44, 1}, {136, 2}, {200, 2}, {8, 16}}) {
+      bench_mxfp4("expert.w1", 2048, 4096, G, m);
+      bench_mxfp4("expert.w2", 4096, 2048, G, m);
+    }
   }
   // EP slice (32 experts) at batch 64 / 256 and a 1k-token prefill chunk; full model at batch 256 / 1k.
   for (auto [E, m] : std::vector<std::pair<int, int>>{{32, 12}, {32, 48}, {32, 192}, {256, 6}, {256, 24}})
     bench_moe_paths(E, m);
-  for (int n : {1, 64, 4096}) bench_rms(n, 4096);
+  if (only != "moe")
+    for (int n : {1, 64, 4096}) bench_rms(n, 4096);
   std::string cmd;
   for (int i = 0; i < argc; ++i) cmd += (i ? " " : "") + std::string(argv[i]);
   write_json(out, rev, cmd);

@@ -4,6 +4,9 @@
 # (cpp-httplib, utf8proc, xxhash, OpenSSL, zlib, brotli; libstdc++ apart, in lib-stdcxx/, used
 # only when the machine's own is too old) into the ignored folder .device-bin/, to be named in
 # the device call's `carry`. glibc, libgcc and the CUDA libraries come from the GPU machine.
+# The binaries and libraries are stripped and also packed into .device-bin.tar.xz (the CUDA code
+# compresses about 5x): carry that and run `tar xJf .device-bin.tar.xz` first on the device when
+# .device-bin itself would pass the carry limit (64 MiB with the tree).
 # Usage: tools/device/pack_bins.sh BINARY...
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,4 +21,6 @@ for b in "$@"; do
     esac
   done
 done
-du -sh .device-bin; ls .device-bin/bin .device-bin/lib .device-bin/lib-stdcxx
+strip --strip-unneeded .device-bin/bin/* .device-bin/lib/*
+tar cJf .device-bin.tar.xz .device-bin
+du -sh .device-bin .device-bin.tar.xz; ls .device-bin/bin .device-bin/lib .device-bin/lib-stdcxx

@@ -5,6 +5,8 @@
 #      each time-boxed within TESTS_S seconds in all;
 #   2. `deepinfer bench --device cuda ARGS` for each line "NAME ARGS" of BENCH_CONFIGS, within
 #      BENCH_S seconds in all (JSON per line);
+#   2b. with OPS_BENCH="ARGS" and cuda_ops_bench carried: the op bench (ARGS "moe": the routed
+#      expert paths only), within OPS_S seconds;
 #   3. with TOKENIZER=1 and tokenizer_bench carried: ours against HF tokenizers' Python package
 #      on this machine, one thread (bench/tokenizer_vs_hf_py.py), within TOK_S seconds.
 # A call returns at most 8 files: every log is packed into $OUT/logs.tgz; the bench JSON files
@@ -35,6 +37,14 @@ TESTS=${TESTS:-$(cd .device-bin/bin && ls cuda_*_test 2>/dev/null | tr '\n' ' ')
 source tools/device/loops.sh
 # shellcheck disable=SC2086
 run_tests .device-bin/bin "${TESTS_S:-200}" $TESTS
+
+if [ -n "${OPS_BENCH:-}" ] && [ -x .device-bin/bin/cuda_ops_bench ]; then
+  log "cuda_ops_bench $OPS_BENCH (box ${OPS_S:-90} s)"
+  # shellcheck disable=SC2086
+  timeout "${OPS_S:-90}" .device-bin/bin/cuda_ops_bench "$OUT/bench-ops.json" "${GIT_REV:-unknown}" $OPS_BENCH \
+    > "$OUT/ops-bench.txt" 2>&1
+  echo "ops bench rc=$?"; grep -vE "^(ceiling|measur)" "$OUT/ops-bench.txt" | cut -c1-170 | tail -20
+fi
 
 log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"
 run_benches "$DI" "${BENCH_S:-250}"
