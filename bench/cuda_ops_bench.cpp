@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
     }
   }
   // EP slice (32 experts) at batch 64 / 256 and a 1k-token prefill chunk; full model at batch 256 / 1k.
-  for (auto [E, m] : std::vector<std::pair<int, int>>{{32, 12}, {32, 48}, {32, 192}, {256, 6}, {256, 24}})
+  for (auto [E, m] : std::vector<std::pair<int, int>>{{32, 6}, {32, 12}, {32, 24}, {32, 48}, {32, 192}, {256, 3}, {256, 6}, {256, 12}, {256, 24}})
     bench_moe_paths(E, m);
   if (only != "moe")
     for (int n : {1, 64, 4096}) bench_rms(n, 4096);

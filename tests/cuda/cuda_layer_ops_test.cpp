@@ -447,7 +447,8 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
 
 // The wide expert kernels against the narrow ones at the V4-Flash expert shapes (d 4096, I 2048,
 // the long K loops), host-built groups: expert 0 with 70 rows (groups of 64 + 6), expert 1 with 33,
-// expert 2 with 1, and an empty (m = 0) descriptor whose rows must stay unwritten. Both paths round
+// expert 2 with 1, and an empty (m = 0) descriptor whose rows must stay unwritten; expert 1 has
+// scale bytes outside the foldable range [104, 128] in some chunks (the unfolded path). Both paths round
 // x to fp16; y rows within rel L2 1e-4 of each other; the padding rows after each expert keep NaN.
 TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   SKIP_WITHOUT_DEVICE();
@@ -461,7 +462,12 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   };
   std::vector<dc::ExpertPtrs> ex;
   for (size_t e = 0; e < rows.size(); ++e) {
-    const Weight w1 = mxfp4_weight(I, d, rng), w3 = mxfp4_weight(I, d, rng), w2 = mxfp4_weight(d, I, rng);
+    Weight w1 = mxfp4_weight(I, d, rng), w3 = mxfp4_weight(I, d, rng), w2 = mxfp4_weight(d, I, rng);
+    if (e == 1) {  // scales outside [104, 128] here and there: those chunks take the unfolded path
+      auto s1 = w1.scale.mutable_span<uint8_t>(), s2 = w2.scale.mutable_span<uint8_t>();
+      for (size_t i = 0; i < s1.size(); i += 97) s1[i] = 131;
+      for (size_t i = 0; i < s2.size(); i += 89) s2[i] = 101;
+    }
     ex.push_back({up(w1.data), up(w1.scale), up(w3.data), up(w3.scale), up(w2.data), up(w2.scale)});
   }
   // Each expert's rows start at a multiple of 128 rows (padding rows in between stay unused).

@@ -8,9 +8,13 @@
 // row, 16-byte segments XOR (row & 1) << 2 so the 8 lanes of one LDS.128 phase hit distinct banks).
 // Fragments: ldmatrix x4 gives a lane the word (row g, codes 8t..8t+7) of each of the 4 scale
 // groups; e2m1_pair pairs code p with p + 4, so the x fragment takes x[8t + p] with x[8t + p + 4]
-// (one PRMT per register from the natural-order LDS.128). Per 32 along K: two mma into a fresh
-// fragment, added times 2^14 * scale (cf * 2^14 exact, then one fma: the narrow kernel's rounding).
-// No split K: a row's sum is one thread's sequential sum, independent of the other rows.
+// (one PRMT per register from the natural-order LDS.128). Scales: when all of a warp's scale bytes
+// of a chunk lie in [104, 128] (checked per chunk, from the weights alone), each is folded into
+// the fp16 weights by one HMUL2 (exact, see foldable) and the mma accumulate straight into the
+// result; otherwise per 32 along K two mma go into a fresh fragment, added times 2^14 * scale
+// (the narrow kernel's arithmetic). No split K: a row's sum is one thread's sequential sum, and
+// which path a chunk takes depends on the weights only, so a row's result never depends on the
+// other rows of its group.
 // w13 variant: warp w's rows are w1 rows c0..c0+15 and w3 rows c0..c0+15 (c0 = 128 * block + 16 w),
 // so gate and up of one output sit in one thread and the clamped SwiGLU is the epilogue (fp16 out).
 #include "backend/cuda/cuda_common.cuh"
@@ -32,7 +36,7 @@ constexpr int kRows = kWarps * kNT * 8;      // 256 weight rows per block
 constexpr int kStageW = kRows * 64;          // 16 KB of packed weights per stage
 constexpr int kStageS = kRows * 4;           // 1 KB of scales (4 groups of 32 per row)
 template <int MT>
-constexpr int stages() { return MT == 4 ? 4 : 3; }  // one block per SM at MT = 4 (184 registers): a deeper ring
+constexpr int stages() { return 3; }  // two blocks per SM (2 x 101 KB at MT = 4)
 template <int MT>
 constexpr int stage_bytes() { return kStageW + kStageS + MT * 16 * 256; }
 template <int MT>
@@ -45,9 +49,103 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 }
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ ((row & 1) << 2)) << 4)); }
 
+__device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(saddr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ __half2 as_h2(uint32_t u) {
+  __half2 h;
+  memcpy(&h, &u, 4);
+  return h;
+}
+__device__ __forceinline__ uint32_t as_u32(__half2 h) {
+  uint32_t u;
+  memcpy(&u, &h, 4);
+  return u;
+}
+
+// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 paired (p, p + 4).
+struct XFrag {
+  uint32_t a[8];  // a0 a1 a2 a3 (first mma), a4 a5 a6 a7 (second)
+};
+__device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int g, int t) {
+  const uint4 lo = lds_u4(xs + x_off(mt * 16 + g, 4 * j + t));
+  const uint4 hi = lds_u4(xs + x_off(mt * 16 + g + 8, 4 * j + t));
+  // natural order x0..x7 in (lo.x, lo.y, lo.z, lo.w): pairs (0,4) (1,5) | (2,6) (3,7)
+  XFrag f;
+  f.a[0] = prmt(lo.x, lo.z, 0x5410), f.a[2] = prmt(lo.x, lo.z, 0x7632);
+  f.a[1] = prmt(hi.x, hi.z, 0x5410), f.a[3] = prmt(hi.x, hi.z, 0x7632);
+  f.a[4] = prmt(lo.y, lo.w, 0x5410), f.a[6] = prmt(lo.y, lo.w, 0x7632);
+  f.a[5] = prmt(hi.y, hi.w, 0x5410), f.a[7] = prmt(hi.y, hi.w, 0x7632);
+  return f;
+}
+
+// Folding the scale into the fp16 weights is exact when every scale byte s of the word is in
+// [104, 128]: 2^(s - 113) is a normal fp16 (the e2m1 bits carry 2^-14), and the product
+// e2m1 * 2^(s - 127) lies in [2^-24, 12], so it is an fp16 number (two significant bits), exactly.
+__device__ __forceinline__ bool foldable(uint32_t s4) {
+  return (__vcmpgeu4(s4, 0x68686868u) & __vcmpleu4(s4, 0x80808080u)) == 0xffffffffu;
+}
+
+// One 128-wide chunk, scales folded into the weights: the mma accumulate straight into acc.
+template <int MT>
+__device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
+                                             const uint32_t (&sg)[kNT], uint32_t xs, int m, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t b[kNT][4];
+#pragma unroll
+    for (int nt = 0; nt < kNT; ++nt) {
+      const uint32_t e = ((sg[nt] >> (8 * j)) & 0xffu) - 98u;  // fp16 exponent field of 2^(s - 113)
+      const __half2 sc = as_h2((e << 10) | (e << 26));
+#pragma unroll
+      for (int p = 0; p < 4; ++p) b[nt][p] = as_u32(__hmul2(as_h2(e2m1_pair(wv[nt][j], p)), sc));
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if (mt * 16 >= m) break;  // block-uniform
+      const XFrag x = x_frag(xs, mt, j, g, t);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        mma_f16(acc[nt][mt], x.a[0], x.a[1], x.a[2], x.a[3], b[nt][0], b[nt][1]);
+        mma_f16(acc[nt][mt], x.a[4], x.a[5], x.a[6], x.a[7], b[nt][2], b[nt][3]);
+      }
+    }
+  }
+}
+
+// One chunk with any scales: per 32 a fresh fragment, added times 2^14 * scale (cf * 2^14 exact,
+// then one fma: the narrow kernel's rounding).
+template <int MT>
+__device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
+                                            const uint2 (&sv)[kNT], uint32_t xs, int m, int g, int t) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if (mt * 16 >= m) break;  // block-uniform
+      const XFrag x = x_frag(xs, mt, j, g, t);
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        float cf[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_f16(cf, x.a[0], x.a[1], x.a[2], x.a[3], e2m1_pair(wv[nt][j], 0), e2m1_pair(wv[nt][j], 1));
+        mma_f16(cf, x.a[4], x.a[5], x.a[6], x.a[7], e2m1_pair(wv[nt][j], 2), e2m1_pair(wv[nt][j], 3));
+        const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
+        const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
+        acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0, acc[nt][mt][0]);
+        acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1, acc[nt][mt][1]);
+        acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0, acc[nt][mt][2]);
+        acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1, acc[nt][mt][3]);
+      }
+    }
+  }
+}
+
 // kSwiglu: g is g13 (pairs w1, w3), out a16 fp16 [., N] with N = I; else g is g2, out the fp32 y.
 template <int MT, bool kSwiglu>
-__global__ void __launch_bounds__(256, MT <= 2 ? 2 : 1)
+__global__ void __launch_bounds__(256, 2)
     mxfp4_wide_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int N, int K, float limit,
                       __half* __restrict__ a16) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -122,46 +220,22 @@ __global__ void __launch_bounds__(256, MT <= 2 ? 2 : 1)
     __syncthreads();  // stage c is in for every thread; stage c - 1 is free for everyone
     issue(c + stages<MT>() - 1);
     const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
-    uint32_t wv[kNT][4];
-    uint2 sv[kNT];
+    uint32_t wv[kNT][4], sg[kNT];
+    bool fold = true;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       ldsm_x4(wv[nt], st + (warp * 32 + nt * 8) * 64 + ld_off);
-      sv[nt] = lds_u2(st + kStageW + (warp * 32 + nt * 8 + 2 * t) * 4);
+      sg[nt] = lds_u32(st + kStageW + (warp * 32 + nt * 8 + g) * 4);  // the 4 scales of this lane's weight row
+      fold = fold && foldable(sg[nt]);
     }
     const uint32_t xs = st + kStageW + kStageS;
+    if (__all_sync(0xffffffffu, fold)) {
+      chunk_folded<MT>(acc, wv, sg, xs, m, g, t);
+    } else {
+      uint2 sv[kNT];  // the scales of the accumulator's columns: rows 2t, 2t + 1 of each tile
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t b[kNT][4];
-      float s0[kNT], s1[kNT];
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-#pragma unroll
-        for (int p = 0; p < 4; ++p) b[nt][p] = e2m1_pair(wv[nt][j], p);
-        s0[nt] = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
-        s1[nt] = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
-      }
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-        if (mt * 16 >= m) break;  // block-uniform
-        const uint4 lo = lds_u4(xs + x_off(mt * 16 + g, 4 * j + t));
-        const uint4 hi = lds_u4(xs + x_off(mt * 16 + g + 8, 4 * j + t));
-        // natural order x0..x7 in (lo.x, lo.y, lo.z, lo.w): pairs (0,4) (1,5) | (2,6) (3,7)
-        const uint32_t a0 = prmt(lo.x, lo.z, 0x5410), a2 = prmt(lo.x, lo.z, 0x7632);
-        const uint32_t a4 = prmt(lo.y, lo.w, 0x5410), a6 = prmt(lo.y, lo.w, 0x7632);
-        const uint32_t a1 = prmt(hi.x, hi.z, 0x5410), a3 = prmt(hi.x, hi.z, 0x7632);
-        const uint32_t a5 = prmt(hi.y, hi.w, 0x5410), a7 = prmt(hi.y, hi.w, 0x7632);
-#pragma unroll
-        for (int nt = 0; nt < kNT; ++nt) {
-          float cf[4] = {0.f, 0.f, 0.f, 0.f};
-          mma_f16(cf, a0, a1, a2, a3, b[nt][0], b[nt][1]);
-          mma_f16(cf, a4, a5, a6, a7, b[nt][2], b[nt][3]);
-          acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0[nt], acc[nt][mt][0]);
-          acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1[nt], acc[nt][mt][1]);
-          acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0[nt], acc[nt][mt][2]);
-          acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1[nt], acc[nt][mt][3]);
-        }
-      }
+      for (int nt = 0; nt < kNT; ++nt) sv[nt] = lds_u2(st + kStageW + (warp * 32 + nt * 8 + 2 * t) * 4);
+      chunk_exact<MT>(acc, wv, sv, xs, m, g, t);
     }
   }
   cp_wait<0>();
