@@ -476,8 +476,15 @@ int main(int argc, char** argv) {
   g_blas_ws = dalloc(size_t(64) << 20);
   cublasSetWorkspace(g_blas, g_blas_ws, size_t(64) << 20);
   measure_ceilings();
-  const std::string only = argc > 3 ? argv[3] : "";  // "moe": the routed-expert paths only
+  // argv[3] "moe": the routed-expert paths only; "moe:E:m": one of them (E experts, m rows each)
+  const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<int> dec = {1, 8, 32, 64};
+  int one_e = 0, one_m = 0;
+  if (std::sscanf(only.c_str(), "moe:%d:%d", &one_e, &one_m) == 2) {
+    bench_moe_paths(one_e, one_m);
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
   if (only != "moe") {
     bench_fp8("wq_a", 1024, 4096, dec);
     bench_fp8("wkv", 512, 4096, dec);

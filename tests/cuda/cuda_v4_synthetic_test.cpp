@@ -408,9 +408,10 @@ TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
 // CudaTuning changes speed, not bits: with the narrow expert kernel (moe_wide_rows -1), groups of
 // 16 (the default), 32 or 64 rows give bitwise the same logits; the default picks the wide kernels
 // here (>= 8 rows per expert), and its profiled (eager, synchronised) step is bitwise the same as
-// its graph steps. Wide against narrow: another fp32 sum order, so close, not equal: the median
-// logits row within rel L2 1e-3 (a near-tie in the last layer's score routing may flip one expert
-// of a token, and 4 random layers amplify; the first run measured 1.4e-2 over all logits).
+// its graph steps. Wide against narrow: another fp32 sum order, 1e-6 apart per op (the layer
+// ops test), which FP8 re-quantisation of the next linears' inputs and top-k routing flips grow
+// by the head, as for chunked against one-shot prefill (cuda_v4_model_test): the same bounds,
+// rel RMS <= 0.04 and argmax agreement >= 90% (measured on the H200: 1.4% rel RMS).
 // 8 experts and 64 decoding sequences put ~48 rows on each expert (what an expert-parallel slice
 // sees at large batch), the 96-token prefills ~72; the last layer routes by score, the first
 // three by hash.
@@ -458,20 +459,22 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   }
   const std::vector<float> wide = run_batch({});
   ASSERT_EQ(wide.size(), ref.size());
-  std::vector<double> row_rel;  // rel L2 per logits row
-  for (size_t r = 0; r < ref.size() / 4096; ++r) {
-    double num = 0, den = 0;
-    for (size_t i = r * 4096; i < (r + 1) * 4096; ++i) {
-      ASSERT_TRUE(std::isfinite(wide[i])) << i;
-      num += (double(wide[i]) - ref[i]) * (double(wide[i]) - ref[i]);
-      den += double(ref[i]) * ref[i];
+  double num = 0, den = 0;
+  size_t agree = 0;
+  const size_t rows = ref.size() / 4096;
+  for (size_t r = 0; r < rows; ++r) {
+    const auto a = wide.begin() + r * 4096, b = ref.begin() + r * 4096;
+    for (size_t i = 0; i < 4096; ++i) {
+      ASSERT_TRUE(std::isfinite(a[i])) << r << "," << i;
+      num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+      den += double(b[i]) * b[i];
     }
-    row_rel.push_back(std::sqrt(num / den));
+    agree += std::max_element(a, a + 4096) - a == std::max_element(b, b + 4096) - b;
   }
-  std::sort(row_rel.begin(), row_rel.end());
-  const double med = row_rel[row_rel.size() / 2], p90 = row_rel[row_rel.size() * 9 / 10], worst = row_rel.back();
-  std::printf("wide vs narrow expert kernels, logits rows rel L2: median %.3g, p90 %.3g, max %.3g\n", med, p90, worst);
-  EXPECT_LT(med, 1e-3);
+  const double rel = std::sqrt(num / den);
+  std::printf("wide vs narrow expert kernels: logits rel RMS %.3g, argmax agrees on %zu of %zu rows\n", rel, agree, rows);
+  EXPECT_LE(rel, 0.04);
+  EXPECT_GE(agree, rows * 9 / 10);
   CudaTuning p;
   p.profile = true;
   EXPECT_TRUE(run_batch(p) == wide) << "the profiled step changes the logits";
