@@ -160,15 +160,19 @@ bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int
 // split the weight rows, not K, so x is read from shared memory by every warp and each output
 // element is one thread's sequential fp32 sum over K (per 32: a fresh mma fragment times its
 // scale). Inputs are fp16 (the same rounding the narrow kernel applies to its fp32 x).
-/// x16 [R, K] fp16 of the permuted rows: the group's rows start at row g.row0.
+/// x16 [R, K] fp16 of the permuted rows, pair-interleaved (within each 8 columns the order
+/// 0 4 1 5 2 6 3 7, the e2m1 fragment pairing): the group's rows start at row g.row0.
 /// g13 as moe_build_groups writes it ([2 * n_groups]: w1 then w3 of each group): writes
-/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)). Needs I % 128 == 0, K % 128 == 0.
+/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)), pair-interleaved as x16.
+/// Needs I % 128 == 0, K % 128 == 0.
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
                               int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
-/// g2: y[r, :N] (the descriptor's fp32 y) = a16[row0 + r, :K] . W2^T. Needs N % 256 == 0, K % 128 == 0.
+/// g2: y[r, :N] (the descriptor's fp32 y, natural order) = a16[row0 + r, :K] . W2^T (a16
+/// pair-interleaved). Needs N % 256 == 0, K % 128 == 0.
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream = nullptr);
-/// x16[slot_pos[i], :] = fp16(h[i / k, :]) for the T * k routed slots (moe_permute in fp16).
+/// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-interleaved, for the T * k routed slots (moe_permute
+/// in fp16). Needs d % 8 == 0.
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream = nullptr);
 

@@ -7,8 +7,9 @@
 // ldmatrix, as in mxfp4_linear.cu), 256 x 4 scale bytes and the group's rows as fp16 (256 B per
 // row, 16-byte segments XOR (row & 1) << 2 so the 8 lanes of one LDS.128 phase hit distinct banks).
 // Fragments: ldmatrix x4 gives a lane the word (row g, codes 8t..8t+7) of each of the 4 scale
-// groups; e2m1_pair pairs code p with p + 4, so the x fragment takes x[8t + p] with x[8t + p + 4]
-// (one PRMT per register from the natural-order LDS.128). Scales: when all of a warp's scale bytes
+// groups; e2m1_pair pairs code p with p + 4, so the x fragment takes x[8t + p] with x[8t + p + 4]:
+// the fp16 rows are stored pair-interleaved (0 4 1 5 2 6 3 7 within each 8 columns: what
+// moe_permute_f16 and the w13 epilogue write), so one LDS.128 per row is four fragment registers. Scales: when all of a warp's scale bytes
 // of a chunk lie in [104, 128] (checked per chunk, from the weights alone), each is folded into
 // the fp16 weights by one HMUL2 (exact, see foldable) and the mma accumulate straight into the
 // result; otherwise per 32 along K two mma go into a fresh fragment, added times 2^14 * scale
@@ -42,11 +43,6 @@ constexpr int stage_bytes() { return kStageW + kStageS + MT * 16 * 256; }
 template <int MT>
 constexpr int smem_bytes() { return stages<MT>() * stage_bytes<MT>(); }
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ ((row & 1) << 2)) << 4)); }
 
 __device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
@@ -66,21 +62,26 @@ __device__ __forceinline__ uint32_t as_u32(__half2 h) {
   return u;
 }
 
-// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 paired (p, p + 4).
+// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 paired (p, p + 4),
+// which is the rows' stored order (pair-interleaved: 0 4 1 5 2 6 3 7 within each 8 columns), so one
+// LDS.128 per row gives a0 a2 a4 a6 (row g) and a1 a3 a5 a7 (row g + 8).
 struct XFrag {
   uint32_t a[8];  // a0 a1 a2 a3 (first mma), a4 a5 a6 a7 (second)
 };
 __device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int g, int t) {
   const uint4 lo = lds_u4(xs + x_off(mt * 16 + g, 4 * j + t));
   const uint4 hi = lds_u4(xs + x_off(mt * 16 + g + 8, 4 * j + t));
-  // natural order x0..x7 in (lo.x, lo.y, lo.z, lo.w): pairs (0,4) (1,5) | (2,6) (3,7)
   XFrag f;
-  f.a[0] = prmt(lo.x, lo.z, 0x5410), f.a[2] = prmt(lo.x, lo.z, 0x7632);
-  f.a[1] = prmt(hi.x, hi.z, 0x5410), f.a[3] = prmt(hi.x, hi.z, 0x7632);
-  f.a[4] = prmt(lo.y, lo.w, 0x5410), f.a[6] = prmt(lo.y, lo.w, 0x7632);
-  f.a[5] = prmt(hi.y, hi.w, 0x5410), f.a[7] = prmt(hi.y, hi.w, 0x7632);
+  f.a[0] = lo.x, f.a[2] = lo.y, f.a[4] = lo.z, f.a[6] = lo.w;
+  f.a[1] = hi.x, f.a[3] = hi.y, f.a[5] = hi.z, f.a[7] = hi.w;
   return f;
 }
+
+/// Bits of `a` where `mask` is set, of `b` elsewhere (one LOP3).
+__device__ __forceinline__ uint32_t select_bits(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
+
+/// Column n of 8 -> its place in the pair-interleaved order.
+__device__ __forceinline__ int pair_pos(int n) { return n < 4 ? 2 * n : 2 * (n - 4) + 1; }
 
 // Folding the scale into the fp16 weights is exact when every scale byte s of the word is in
 // [104, 128]: 2^(s - 113) is a normal fp16 (the e2m1 bits carry 2^-14), and the product
@@ -100,8 +101,15 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
     for (int nt = 0; nt < kNT; ++nt) {
       const uint32_t e = ((sg[nt] >> (8 * j)) & 0xffu) - 98u;  // fp16 exponent field of 2^(s - 113)
       const __half2 sc = as_h2((e << 10) | (e << 26));
+      // e2m1_pair with one op less per pair: the magnitudes shifted and masked, then the sign bits
+      // (15, 31) selected from the signs word shifted 3 further (one LOP3 select).
+      const uint32_t w = wv[nt][j], mag = w & 0x77777777u, sgn = w & 0x88888888u;
 #pragma unroll
-      for (int p = 0; p < 4; ++p) b[nt][p] = as_u32(__hmul2(as_h2(e2m1_pair(wv[nt][j], p)), sc));
+      for (int p = 0; p < 4; ++p) {
+        const uint32_t mp = (p < 3 ? mag << (9 - 4 * p) : mag >> 3) & 0x0E000E00u;
+        const uint32_t sp = 12 - 4 * p > 0 ? sgn << (12 - 4 * p) : sgn;
+        b[nt][p] = as_u32(__hmul2(as_h2(select_bits(0x80008000u, sp, mp)), sc));
+      }
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -246,15 +254,20 @@ __global__ void __launch_bounds__(256, 2)
     if (kSwiglu) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {  // tiles q (w1) and q + 2 (w3) hold the same outputs
-        const int col = blockIdx.x * 128 + warp * 16 + q * 8 + 2 * t;
+        // columns 2t, 2t + 1 of an 8-column block, stored pair-interleaved for the w2 kernel
+        const int c8 = blockIdx.x * 128 + warp * 16 + q * 8, c0 = c8 + pair_pos(2 * t), c1 = c8 + pair_pos(2 * t + 1);
         const float* ga = acc[q][mt];
         const float* ua = acc[q + 2][mt];
-        if (r0 < m)
-          *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r0) * N + col) =
-              __floats2half2_rn(swiglu_clamped(ga[0], ua[0], limit), swiglu_clamped(ga[1], ua[1], limit));
-        if (r1 < m)
-          *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r1) * N + col) =
-              __floats2half2_rn(swiglu_clamped(ga[2], ua[2], limit), swiglu_clamped(ga[3], ua[3], limit));
+        if (r0 < m) {
+          __half* row = a16 + int64_t(gd.row0 + r0) * N;
+          row[c0] = __float2half_rn(swiglu_clamped(ga[0], ua[0], limit));
+          row[c1] = __float2half_rn(swiglu_clamped(ga[1], ua[1], limit));
+        }
+        if (r1 < m) {
+          __half* row = a16 + int64_t(gd.row0 + r1) * N;
+          row[c0] = __float2half_rn(swiglu_clamped(ga[2], ua[2], limit));
+          row[c1] = __float2half_rn(swiglu_clamped(ga[3], ua[3], limit));
+        }
       }
     } else {
 #pragma unroll
@@ -300,10 +313,12 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
   const int i = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
   __half2* dst = reinterpret_cast<__half2*>(x16 + int64_t(slot_pos[i]) * d);
-  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) {
-    const float4 v = src[c];
-    dst[2 * c] = __floats2half2_rn(v.x, v.y);
-    dst[2 * c + 1] = __floats2half2_rn(v.z, v.w);
+  for (int c = threadIdx.x; c < d / 8; c += blockDim.x) {  // 8 columns -> 0 4 1 5 2 6 3 7
+    const float4 lo = src[2 * c], hi = src[2 * c + 1];
+    dst[4 * c] = __floats2half2_rn(lo.x, hi.x);
+    dst[4 * c + 1] = __floats2half2_rn(lo.y, hi.y);
+    dst[4 * c + 2] = __floats2half2_rn(lo.z, hi.z);
+    dst[4 * c + 3] = __floats2half2_rn(lo.w, hi.w);
   }
 }
 
@@ -327,7 +342,7 @@ bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint1
 
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream) {
-  if (d % 4) return fail("moe_permute_f16: d % 4 != 0");
+  if (d % 8) return fail("moe_permute_f16: d % 8 != 0");
   if (T <= 0) return true;
   moe_permute_f16_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(
       h, k, static_cast<int>(d), slot_pos, reinterpret_cast<__half*>(x16));

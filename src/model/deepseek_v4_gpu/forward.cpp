@@ -381,7 +381,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
   DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, a.operm, stream_));
-  for (int64_t g = 0; g < G; ++g) DI_TRY(linear(a.operm + g * T * gk, true, T, L.wo_a, g * OR, OR, a.oa + g * T * OR));
+  // The G group GEMMs are independent and each small (o_lora_rank rows: a few dozen CTAs): spread
+  // over the main stream and the side lanes (each with its own workspaces), joined before wo_b.
+  DI_TRY(fork(kLanes));
+  for (int64_t g = 0; g < G; ++g) {
+    const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
+    DI_TRY(linear(a.operm + g * T * gk, true, T, L.wo_a, g * OR, OR, a.oa + g * T * OR, lane));
+  }
+  DI_TRY(join(kLanes));
   DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2, stream_));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
