@@ -4,7 +4,8 @@
 #   1. KERNEL_ARGS="REGEX OPS_ARGS": ncu's SOL / occupancy / warp-state / memory sections for the
 #      first 2 kernels matching REGEX in `cuda_ops_bench OPS_ARGS` (ncu-kernels.txt);
 #   2. TIME_BENCH="ARGS": device time by kernel of `deepinfer bench --device cuda ARGS`, every
-#      kernel serialised and timed alone (tools/device/ncu_table.py; ncu-times.txt).
+#      kernel serialised and timed alone (tools/device/ncu_table.py; ncu-times.txt); TIME_SKIP and
+#      TIME_COUNT pick a window of launches (e.g. one decode step after the prefill).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -27,7 +28,8 @@ fi
 if [ -n "${TIME_BENCH:-}" ]; then
   echo "== ncu kernel times: deepinfer bench $TIME_BENCH ($(date +%T))"
   # shellcheck disable=SC2086
-  timeout "${TIME_S:-200}" "$NCU" --metrics gpu__time_duration.sum --csv --log-file "$OUT/ncu-times.csv" \
+  timeout "${TIME_S:-200}" "$NCU" --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    --launch-skip "${TIME_SKIP:-0}" --launch-count "${TIME_COUNT:-100000}" --csv --log-file "$OUT/ncu-times.csv" \
     .device-bin/bin/deepinfer bench --device cuda $TIME_BENCH > "$OUT/ncu-bench.txt" 2>&1
   echo "rc=$?"; grep -E "^decode |^prefill " "$OUT/ncu-bench.txt"
   python3 tools/device/ncu_table.py "$OUT/ncu-times.csv" 40 | tee "$OUT/ncu-times.txt"
