@@ -346,6 +346,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn, stream_));
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa));
   DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan, stream_));
+  DI_TRY(mark("attn: mHC pre, norm, wq_a, q norm"));
   // Independent paths on their own streams, joined before attention:
   //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
   //   lane 1  decode rows' KV compressor
@@ -359,7 +360,9 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
   if (dec.n > 0)  // position p at slot p % W
     DI_CUDA_TRY(dc::rows_to_rings(a.kv, dec.n, D, dec.layers[l].rings, a.pos, c_.window, st(0)));
+  DI_TRY(mark("attn: wkv, kv norm, rope, window rings"));
   if (dec.n > 0) DI_TRY(decode_compress(L, l, dec, a, 1));
+  DI_TRY(mark("attn: compressor step (decode)"));
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2));
@@ -367,13 +370,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
                             L.inv_freq.as<float>(), st(2)));
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
+  DI_TRY(mark("attn: indexer (q, compressor step, weights)"));
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
   DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb, stream_));
   DI_KERNEL_TRY(rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
                           L.inv_freq.as<float>(), stream_));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
   DI_TRY(join(kLanes));
-  DI_TRY(mark("attn: mHC pre, q/kv projections, compressors, indexer"));
+  DI_TRY(mark("attn: wq_b, q norm, rope"));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
     DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
@@ -389,10 +393,11 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_TRY(linear(a.operm + g * T * gk, true, T, L.wo_a, g * OR, OR, a.oa + g * T * OR, lane));
   }
   DI_TRY(join(kLanes));
+  DI_TRY(mark("attn: grouped wo_a (one GEMM per group, over the lanes)"));
   DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2, stream_));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
-  return mark("attn: grouped output projection, mHC post");
+  return mark("attn: wo_b, mHC post");
 }
 
 // The wide expert kernels (weights read once per 64 rows) from tuning_.moe_wide_rows routed rows
