@@ -1,5 +1,6 @@
 // `deepinfer bench` argument errors through the built binary: --synthetic without --device cuda,
-// a bad --synthetic spelling, both or neither of MODEL_DIR and --synthetic are usage errors (exit
+// a bad --synthetic spelling, both or neither of MODEL_DIR and --synthetic, the CUDA tuning flags on
+// the CPU or out of range are usage errors (exit
 // code 2, a message on stderr naming the problem), checked before any device is touched, so they
 // hold on machines without a GPU. One well-formed CPU run first, so a binary that always fails
 // can't pass.
@@ -60,6 +61,14 @@ TEST_F(CliBench, BadSyntheticSpec) {
   expect_usage_error("--synthetic v4-flash:4:257 --device cuda", "1..256");
   expect_usage_error("--synthetic v4-flash:x --device cuda", "LAYERS");
   expect_usage_error("--synthetic v4-flash:0", "1..43");  // the spec first, then the device
+}
+
+TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
+  expect_usage_error(tiny() + " --moe-wide-rows 4", "apply to --device cuda");
+  expect_usage_error(tiny() + " --moe-group-rows 32", "apply to --device cuda");
+  expect_usage_error(tiny() + " --profile", "apply to --device cuda");
+  expect_usage_error("--synthetic v4-flash --device cuda --moe-wide-rows -2", "--moe-wide-rows must be");
+  expect_usage_error("--synthetic v4-flash --device cuda --moe-group-rows 48", "--moe-group-rows must be");
 }
 
 TEST_F(CliBench, ModelDirXorSynthetic) {

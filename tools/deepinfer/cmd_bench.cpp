@@ -66,6 +66,9 @@ int usage_error(const std::string& msg) {
 int run_bench(const BenchArgs& a) {
   if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
+  const int gr = a.tuning.moe_group_rows;
+  if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
+  if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
