@@ -1,12 +1,15 @@
-// The bench's small ops moved to the GPU model library (src/model/deepseek_v4_gpu/kernels.h);
-// the bench keeps calling them by their old names.
+// The bench's small ops live in the CUDA backend (src/backend/cuda/v4_ops.h); the bench keeps
+// calling them by their old names.
 #pragma once
 
-#include "model/deepseek_v4_gpu/kernels.h"
+#include <string>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/v4_ops.h"
 
 namespace deepinfer::bench {
-using v4gpu::expand_streams;
-using v4gpu::hash_route;
-using v4gpu::kernels_error;
-using v4gpu::rope_rows;
+using cuda::expand_streams;
+using cuda::hash_route;
+using cuda::rope_rows;
+inline const std::string& kernels_error() { return cuda::last_error(); }
 }  // namespace deepinfer::bench

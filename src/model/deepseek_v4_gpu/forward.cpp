@@ -6,9 +6,9 @@
 
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/layer_ops.h"
+#include "backend/cuda/v4_ops.h"
 #include "backend/cuda/model_ops.h"
 #include "core/log.h"
-#include "model/deepseek_v4_gpu/kernels.h"
 
 namespace deepinfer::v4gpu {
 
@@ -30,15 +30,6 @@ constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM 
 constexpr int32_t kDecodeSplit = 256;
 constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt  // decode attention's fixed split (default mode)
 
-bool kernels_ok(bool ok, const char* what, Status& st) {
-  if (!ok) st = Status::internal(std::string("CUDA: ") + what + " failed: " + kernels_error());
-  return ok;
-}
-#define DI_KERNEL_TRY(call)                       \
-  do {                                            \
-    Status ks_;                                   \
-    if (!kernels_ok((call), #call, ks_)) return ks_; \
-  } while (0)
 
 }  // namespace
 
@@ -356,7 +347,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_TRY(fork(kLanes));
   DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0));
   DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, st(0)));
-  DI_KERNEL_TRY(rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), st(0)));
+  DI_CUDA_TRY(dc::rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), st(0)));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
   if (dec.n > 0)  // position p at slot p % W
     DI_CUDA_TRY(dc::rows_to_rings(a.kv, dec.n, D, dec.layers[l].rings, a.pos, c_.window, st(0)));
@@ -366,14 +357,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2));
-    DI_KERNEL_TRY(rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
+    DI_CUDA_TRY(dc::rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
                             L.inv_freq.as<float>(), st(2)));
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
   DI_TRY(mark("attn: indexer (q, compressor step, weights)"));
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
   DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb, stream_));
-  DI_KERNEL_TRY(rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
+  DI_CUDA_TRY(dc::rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
                           L.inv_freq.as<float>(), stream_));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
   DI_TRY(join(kLanes));
@@ -453,7 +444,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts, stream_));
-      DI_KERNEL_TRY(hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
+      DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
     } else {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
@@ -518,7 +509,7 @@ Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   const int64_t d = c_.hidden, n = c_.hc_mult;
   DI_TRY(mark(nullptr));  // the profile's start
   DI_CUDA_TRY(dc::embed_rows(w_.embed.as<uint16_t>(), c_.vocab_size, d, a.ids, a.T, a.e, nullptr, stream_));
-  DI_KERNEL_TRY(expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
+  DI_CUDA_TRY(dc::expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
   DI_TRY(mark("embedding"));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));

@@ -1,13 +1,12 @@
 // Small V4 ops the backend headers do not have (V4-MODEL.md 2.1, 2.3, 2.7): RoPE on the tail of
 // rows (interleaved pairs), hash routing from a tid2eid table, and the 4-stream expansion of the
-// embedding. Used by the GPU model and the whole-model bench (bench/cuda_model). Same conventions
-// as backend/cuda: false with last_error-style text in kernels_error() on a launch failure.
+// embedding. Used by the GPU model and the whole-model bench (bench/cuda_model). false with the
+// message in last_error() on a launch failure, as every op of cuda_ops.h.
 #pragma once
 
 #include <cstdint>
-#include <string>
 
-namespace deepinfer::v4gpu {
+namespace deepinfer::cuda {
 
 /// In place on fp32 rows: x[r * ld + off + 2i, +1] rotated by pos[r / rows_per_pos] * inv_freq[i]
 /// (i < pairs; sign -1 rotates by the conjugate).
@@ -19,7 +18,5 @@ bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, c
                 float scale, int32_t* experts, float* weights, void* stream);
 /// X[t, j, :] = e[t, :] for j < streams.
 bool expand_streams(const float* e, int64_t T, int64_t d, int streams, float* X, void* stream);
-/// The message of the last failed launch of these ops.
-const std::string& kernels_error();
 
-}  // namespace deepinfer::v4gpu
+}  // namespace deepinfer::cuda

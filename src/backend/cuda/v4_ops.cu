@@ -1,18 +1,16 @@
-#include <cuda_runtime.h>
+// The small V4 ops of v4_ops.h (moved here from the GPU model library: device code lives in the
+// backend).
+#include "backend/cuda/v4_ops.h"
 
-#include "model/deepseek_v4_gpu/kernels.h"
+#include "backend/cuda/cuda_common.cuh"
 
-namespace deepinfer::v4gpu {
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+
 namespace {
-
-thread_local std::string g_err;
-
-bool launched(const char* what) {
-  cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) return true;
-  g_err = std::string(what) + ": " + cudaGetErrorString(e);
-  return false;
-}
 
 __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos,
                             int rows_per_pos, const float* inv_freq) {
@@ -57,33 +55,28 @@ unsigned blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / th
 
 }  // namespace
 
-const std::string& kernels_error() { return g_err; }
-
 bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos, int rows_per_pos,
                const float* inv_freq, void* stream) {
   if (rows <= 0) return true;
-  rope_kernel<<<blocks(rows * pairs, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(x, rows, ld, off, pairs, pos,
+  rope_kernel<<<blocks(rows * pairs, 256), 256, 0, as_stream(stream)>>>(x, rows, ld, off, pairs, pos,
                                                                                         rows_per_pos, inv_freq);
-  return launched("rope_rows");
+  return check_launch("rope_rows");
 }
 
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,
                 float scale, int32_t* experts, float* weights, void* stream) {
   if (T <= 0) return true;
-  hash_route_kernel<<<blocks(T, 128), 128, 0, static_cast<cudaStream_t>(stream)>>>(logits, T, E, ids, tid2eid, k,
+  hash_route_kernel<<<blocks(T, 128), 128, 0, as_stream(stream)>>>(logits, T, E, ids, tid2eid, k,
                                                                                    scale, experts, weights);
-  return launched("hash_route");
+  return check_launch("hash_route");
 }
 
 bool expand_streams(const float* e, int64_t T, int64_t d, int streams, float* X, void* stream) {
-  if (d % 4 != 0) {
-    g_err = "expand_streams: d % 4 != 0";
-    return false;
-  }
+  if (d % 4 != 0) return fail("expand_streams: d % 4 != 0");
   const int64_t d4 = d / 4;
-  expand_kernel<<<blocks(T * d4, 256), 256, 0, static_cast<cudaStream_t>(stream)>>>(
+  expand_kernel<<<blocks(T * d4, 256), 256, 0, as_stream(stream)>>>(
       reinterpret_cast<const float4*>(e), T, d4, streams, reinterpret_cast<float4*>(X));
-  return launched("expand_streams");
+  return check_launch("expand_streams");
 }
 
-}  // namespace deepinfer::v4gpu
+}  // namespace deepinfer::cuda
