@@ -7,9 +7,6 @@
 #      BENCH_S seconds in all (JSON per line);
 #   2b. with OPS_BENCH="ARGS" and cuda_ops_bench carried: the op bench (ARGS "moe": the routed
 #      expert paths only), within OPS_S seconds;
-#   2c. with NSYS_BENCH="ARGS" and Nsight Systems on the machine: one bench run under nsys, its
-#      per-kernel device time (top 30, tools/device/kernel_table.py) in nsys-kernels.txt, within
-#      NSYS_S seconds;
 #   3. with TOKENIZER=1 and tokenizer_bench carried: ours against HF tokenizers' Python package
 #      on this machine, one thread (bench/tokenizer_vs_hf_py.py), within TOK_S seconds.
 # A call returns at most 8 files: every log is packed into $OUT/logs.tgz; the bench JSON files
@@ -47,23 +44,6 @@ if [ -n "${OPS_BENCH:-}" ] && [ -x .device-bin/bin/cuda_ops_bench ]; then
   timeout "${OPS_S:-90}" .device-bin/bin/cuda_ops_bench "$OUT/bench-ops.json" "${GIT_REV:-unknown}" $OPS_BENCH \
     > "$OUT/ops-bench.txt" 2>&1
   echo "ops bench rc=$?"; grep -vE "^(ceiling|measur)" "$OUT/ops-bench.txt" | cut -c1-170 | tail -20
-fi
-
-if [ -n "${NSYS_BENCH:-}" ]; then
-  # Per-kernel device time of one bench run, when the machine has Nsight Systems.
-  NSYS=$(command -v nsys || ls /usr/local/cuda*/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1)
-  log "nsys: deepinfer bench $NSYS_BENCH (box ${NSYS_S:-120} s) with ${NSYS:-no nsys}"
-  if [ -n "$NSYS" ]; then
-    # shellcheck disable=SC2086
-    timeout "${NSYS_S:-120}" "$NSYS" profile -t cuda --cuda-graph-trace=node -o "$OUT/nsys" --force-overwrite true \
-      "$DI" bench --device cuda $NSYS_BENCH > "$OUT/nsys-run.txt" 2>&1
-    echo "nsys rc=$?"
-    "$NSYS" stats -r cuda_gpu_kern_sum -f csv -o "$OUT/nsys" "$OUT/nsys.nsys-rep" > /dev/null 2>&1
-    python3 tools/device/kernel_table.py "$OUT"/nsys*kern_sum*.csv | tee "$OUT/nsys-kernels.txt"
-    rm -f "$OUT"/nsys.nsys-rep "$OUT"/nsys.sqlite
-  else
-    ls /usr/local/cuda*/bin | grep -iE "nsys|ncu|nsight" || echo "no Nsight tools"
-  fi
 fi
 
 log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"

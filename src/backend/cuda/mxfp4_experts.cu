@@ -77,9 +77,6 @@ __device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int g, int t
   return f;
 }
 
-/// Bits of `a` where `mask` is set, of `b` elsewhere (one LOP3).
-__device__ __forceinline__ uint32_t select_bits(uint32_t mask, uint32_t a, uint32_t b) { return (a & mask) | (b & ~mask); }
-
 /// Column n of 8 -> its place in the pair-interleaved order.
 __device__ __forceinline__ int pair_pos(int n) { return n < 4 ? 2 * n : 2 * (n - 4) + 1; }
 
@@ -101,15 +98,8 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
     for (int nt = 0; nt < kNT; ++nt) {
       const uint32_t e = ((sg[nt] >> (8 * j)) & 0xffu) - 98u;  // fp16 exponent field of 2^(s - 113)
       const __half2 sc = as_h2((e << 10) | (e << 26));
-      // e2m1_pair with one op less per pair: the magnitudes shifted and masked, then the sign bits
-      // (15, 31) selected from the signs word shifted 3 further (one LOP3 select).
-      const uint32_t w = wv[nt][j], mag = w & 0x77777777u, sgn = w & 0x88888888u;
 #pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const uint32_t mp = (p < 3 ? mag << (9 - 4 * p) : mag >> 3) & 0x0E000E00u;
-        const uint32_t sp = 12 - 4 * p > 0 ? sgn << (12 - 4 * p) : sgn;
-        b[nt][p] = as_u32(__hmul2(as_h2(select_bits(0x80008000u, sp, mp)), sc));
-      }
+      for (int p = 0; p < 4; ++p) b[nt][p] = as_u32(__hmul2(as_h2(e2m1_pair(wv[nt][j], p)), sc));
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
