@@ -367,12 +367,17 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
     keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
     return keep.back()->as<uint8_t>();
   };
+  auto upw = [&](const Tensor& t) {  // packed e2m1 -> the device layout the MXFP4 ops read
+    uint8_t* p = up(t);
+    EXPECT_TRUE(dc::mxfp4_to_device_layout(p, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
+    return p;
+  };
   std::vector<dc::ExpertPtrs> hp(E);
   for (int64_t e = 0; e < E; ++e)
-    hp[e] = {up(w.w1[e].data), up(w.w1[e].scale), up(w.w3[e].data), up(w.w3[e].scale), up(w.w2[e].data),
+    hp[e] = {upw(w.w1[e].data), up(w.w1[e].scale), upw(w.w3[e].data), up(w.w3[e].scale), upw(w.w2[e].data),
              up(w.w2[e].scale)};
-  const dc::ExpertPtrs sp{up(w.shared_w1.data), up(w.shared_w1.scale), up(w.shared_w3.data),
-                          up(w.shared_w3.scale), up(w.shared_w2.data), up(w.shared_w2.scale)};
+  const dc::ExpertPtrs sp{upw(w.shared_w1.data), up(w.shared_w1.scale), upw(w.shared_w3.data),
+                          up(w.shared_w3.scale), upw(w.shared_w2.data), up(w.shared_w2.scale)};
   Dev dptrs(hp.data(), hp.size() * sizeof(dc::ExpertPtrs)), dg(gb.data(), gb.size() * 2), dbias(w.bias.data(), E * 4);
   for (int64_t T : {1, 7, 9, 40, 300, 2048}) {  // moe_build_groups takes T * k <= 8192
     const auto h = randn(T * d, rng, 0.5f);
@@ -460,15 +465,20 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
     keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
     return keep.back()->as<uint8_t>();
   };
+  auto upw = [&](const Tensor& t) {  // packed e2m1 -> the device layout the MXFP4 ops read
+    uint8_t* p = up(t);
+    EXPECT_TRUE(dc::mxfp4_to_device_layout(p, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
+    return p;
+  };
   std::vector<dc::ExpertPtrs> ex;
   for (size_t e = 0; e < rows.size(); ++e) {
     Weight w1 = mxfp4_weight(I, d, rng), w3 = mxfp4_weight(I, d, rng), w2 = mxfp4_weight(d, I, rng);
-    if (e == 1) {  // scales outside [104, 128] here and there: those chunks take the unfolded path
+    if (e == 1) {  // scales outside [106, 132] here and there: those chunks take the unfolded path
       auto s1 = w1.scale.mutable_span<uint8_t>(), s2 = w2.scale.mutable_span<uint8_t>();
-      for (size_t i = 0; i < s1.size(); i += 97) s1[i] = 131;
+      for (size_t i = 0; i < s1.size(); i += 97) s1[i] = 133;
       for (size_t i = 0; i < s2.size(); i += 89) s2[i] = 101;
     }
-    ex.push_back({up(w1.data), up(w1.scale), up(w3.data), up(w3.scale), up(w2.data), up(w2.scale)});
+    ex.push_back({upw(w1.data), up(w1.scale), upw(w3.data), up(w3.scale), upw(w2.data), up(w2.scale)});
   }
   // Each expert's rows start at a multiple of 128 rows (padding rows in between stay unused).
   const int64_t stride = 128, R = stride * int64_t(rows.size());

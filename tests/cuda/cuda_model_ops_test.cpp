@@ -160,6 +160,7 @@ TEST(CudaModelOps, Mxfp4ToFp8BlocksExactRule) {
   const Mxfp4Host m = make_mxfp4(N, K, spread, rng);
   Dev dw(m.w.data(), m.w.size()), ds(m.s.data(), m.s.size()), dq(N * K), dsc(N / 128 * (K / 128) * 4),
       dbf(N * K * 2);
+  ASSERT_TRUE(dc::mxfp4_to_device_layout(dw.as<uint8_t>(), int64_t(m.w.size()))) << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_to_fp8_blocks(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dq.as<uint8_t>(), dsc.as<float>()))
       << dc::last_error();
   ASSERT_TRUE(dc::dequant_mxfp4_to_bf16(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dbf.as<uint16_t>()));
@@ -218,6 +219,7 @@ TEST(CudaModelOps, Fp8LtOverConvertedExpertMatchesBf16) {
     const Mxfp4Host m = make_mxfp4(N, K, std::vector<int>(N / 128, sp), rng);
     Dev dw(m.w.data(), m.w.size()), ds(m.s.data(), m.s.size()), dq(N * K), dsc(N / 128 * (K / 128) * 4),
         dbf(N * K * 2);
+    ASSERT_TRUE(dc::mxfp4_to_device_layout(dw.as<uint8_t>(), int64_t(m.w.size()))) << dc::last_error();
     ASSERT_TRUE(dc::mxfp4_to_fp8_blocks(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dq.as<uint8_t>(), dsc.as<float>()));
     ASSERT_TRUE(dc::dequant_mxfp4_to_bf16(dw.as<uint8_t>(), ds.as<uint8_t>(), N, K, dbf.as<uint16_t>()));
     const dc::Fp8Weight fw{dq.as<uint8_t>(), dsc.p, true, N, K};

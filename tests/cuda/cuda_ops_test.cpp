@@ -134,6 +134,11 @@ struct Dev {
   T* as() const { return static_cast<T*>(p); }
 };
 
+// Packed e2m1 uploaded in the stored layout -> the device layout the MXFP4 ops read.
+void to_device_layout(const Dev& d, size_t bytes) {
+  EXPECT_TRUE(dc::mxfp4_to_device_layout(d.as<uint8_t>(), static_cast<int64_t>(bytes))) << dc::last_error();
+}
+
 template <class T>
 std::vector<T> download(const Dev& d, size_t n) {
   std::vector<T> v(n);
@@ -263,6 +268,7 @@ TEST(CudaOps, Mxfp4GroupedMatchesCpu) {
       std::vector<float> xin = x;
       for (int r = 0; r < m; r += 2) std::copy(x16.begin() + r * sh.k, x16.begin() + (r + 1) * sh.k, xin.begin() + r * sh.k);
       keep.push_back(std::make_unique<Dev>(w.data.data(), w.data.nbytes()));
+      to_device_layout(*keep.back(), w.data.nbytes());
       desc[gi].w = keep.back()->as<uint8_t>();
       keep.push_back(std::make_unique<Dev>(w.scale.data(), w.scale.nbytes()));
       desc[gi].scale = keep.back()->as<uint8_t>();
@@ -347,6 +353,7 @@ TEST(CudaOps, Mxfp4GroupedGrid) {
     for (int i = 0; i < kWeights; ++i) {
       ws.push_back(make_mxfp4_weight(sh.n, sh.k, rng));
       dw.push_back(std::make_unique<Dev>(ws.back().data.data(), ws.back().data.nbytes()));
+      to_device_layout(*dw.back(), ws.back().data.nbytes());
       dw.push_back(std::make_unique<Dev>(ws.back().scale.data(), ws.back().scale.nbytes()));
     }
     for (const auto& cs : cases) {
@@ -419,6 +426,7 @@ TEST(CudaOps, Mxfp4GroupedRowInvariance) {
   for (const auto& sh : shapes) {
     const Weight w = make_mxfp4_weight(sh.n, sh.k, rng);
     Dev dw(w.data.data(), w.data.nbytes()), ds(w.scale.data(), w.scale.nbytes());
+    to_device_layout(dw, w.data.nbytes());
     const auto row = randn(sh.k, rng);  // raw fp32 (the fp16 rounding happens inside, per row)
     std::vector<float> base;
     struct Run {

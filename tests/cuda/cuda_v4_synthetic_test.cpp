@@ -47,6 +47,16 @@ std::vector<uint8_t> host_part(const uint8_t* p, size_t bytes) {
   EXPECT_TRUE(cuda::copy_to_host(h.data(), p, bytes)) << cuda::last_error();
   return h;
 }
+// Packed e2m1 read back from the device layout -> the stored (checkpoint) layout.
+std::vector<uint8_t> stored_e2m1(std::vector<uint8_t> h) {
+  for (size_t i = 0; i + 4 <= h.size(); i += 4) {
+    uint32_t w;
+    std::memcpy(&w, h.data() + i, 4);
+    w = cuda::mxfp4_word_from_device(w);
+    std::memcpy(h.data() + i, &w, 4);
+  }
+  return h;
+}
 RawTensor raw(const char* dtype, std::vector<int64_t> shape, const std::vector<uint8_t>& bytes) {
   return testing::raw_tensor(dtype, std::move(shape), bytes.data(), bytes.size());
 }
@@ -132,7 +142,7 @@ TensorMap to_tensors(const GpuWeights& w, const v4::V4Config& c) {
       const char* names[3] = {".w1", ".w3", ".w2"};
       for (int i = 0; i < 3; ++i) {
         const int64_t rows = i == 2 ? d : I, cols = i == 2 ? I : d;
-        t[ep + names[i] + ".weight"] = raw("I8", {rows, cols / 2}, host_part(base + lay.off[2 * i], part[2 * i]));
+        t[ep + names[i] + ".weight"] = raw("I8", {rows, cols / 2}, stored_e2m1(host_part(base + lay.off[2 * i], part[2 * i])));
         t[ep + names[i] + ".scale"] =
             raw("F8_E8M0", {rows, cols / 32}, host_part(base + lay.off[2 * i + 1], part[2 * i + 1]));
       }

@@ -12,6 +12,13 @@
 #include <cstdint>
 #include <string>
 
+// The few inline helpers that device code uses too (nvcc: __host__ __device__).
+#ifdef __CUDACC__
+#define DI_HOST_DEVICE __host__ __device__
+#else
+#define DI_HOST_DEVICE
+#endif
+
 namespace deepinfer::cuda {
 
 /// True when a CUDA device is usable (false on machines with nvcc but no GPU).
@@ -139,9 +146,26 @@ size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
 
 // ---- MXFP4 expert linear for decode (small M per expert) ----
-/// Weight: packed e2m1 [N, K/2] bytes (low nibble = even column), E8M0 scale [N, K/32].
+/// Weight: packed e2m1 [N, K/2] bytes in the DEVICE layout (mxfp4_to_device_layout of the stored
+/// bytes: low nibble = even column, sign bits moved within each 32-bit word), E8M0 scale [N, K/32].
+/// Every MXFP4 op of this backend (these, the wide experts, the dequantisations) takes that layout.
 /// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the
 /// tensor cores: |x| < 65504 required) and y fp32. Requires N % 32 == 0, K % 128 == 0.
+/// The device layout of one little-endian word of 8 stored codes (code c = nibble c, s|e1 e0|m):
+/// magnitudes stay at bits 4c..4c+2; the sign of code c < 4 moves to bit 8c + 7, of code c >= 4 to
+/// bit 8(c - 4) + 3 (why: mma_common.cuh). Host and device.
+DI_HOST_DEVICE inline uint32_t mxfp4_word_to_device(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+  for (int c = 0; c < 8; ++c) out |= ((w >> (4 * c + 3)) & 1u) << (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3);
+  return out;
+}
+/// The inverse of mxfp4_word_to_device.
+DI_HOST_DEVICE inline uint32_t mxfp4_word_from_device(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+  for (int c = 0; c < 8; ++c) out |= ((w >> (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3)) & 1u) << (4 * c + 3);
+  return out;
+}
+
 struct Mxfp4Group {
   const uint8_t* w = nullptr;
   const uint8_t* scale = nullptr;
@@ -160,19 +184,18 @@ bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int
 // split the weight rows, not K, so x is read from shared memory by every warp and each output
 // element is one thread's sequential fp32 sum over K (per 32: a fresh mma fragment times its
 // scale). Inputs are fp16 (the same rounding the narrow kernel applies to its fp32 x).
-/// x16 [R, K] fp16 of the permuted rows, pair-interleaved (within each 8 columns the order
-/// 0 4 1 5 2 6 3 7, the e2m1 fragment pairing): the group's rows start at row g.row0.
+/// x16 [R, K] fp16 of the permuted rows: the group's rows start at row g.row0.
 /// g13 as moe_build_groups writes it ([2 * n_groups]: w1 then w3 of each group): writes
-/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)), pair-interleaved as x16.
+/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)).
 /// Needs I % 128 == 0, K % 128 == 0.
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
                               int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
-/// g2: y[r, :N] (the descriptor's fp32 y, natural order) = a16[row0 + r, :K] . W2^T (a16
-/// pair-interleaved). Needs N % 256 == 0, K % 128 == 0.
+/// g2: y[r, :N] (the descriptor's fp32 y) = a16[row0 + r, :K] . W2^T. Needs N % 256 == 0,
+/// K % 128 == 0.
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream = nullptr);
-/// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-interleaved, for the T * k routed slots (moe_permute
-/// in fp16). Needs d % 8 == 0.
+/// x16[slot_pos[i], :] = fp16(h[i / k, :]) for the T * k routed slots (moe_permute in fp16).
+/// Needs d % 8 == 0.
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream = nullptr);
 
@@ -182,6 +205,9 @@ bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float e
 
 // ---- dequantisation (for peers and checks): FP8 block weight -> bf16 [N, K] ----
 bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream = nullptr);
+/// Packed e2m1 bytes (the stored layout) -> the device layout, in place: mxfp4_word_to_device on
+/// each 32-bit word. bytes % 4 == 0, w 4-byte aligned. Run it once per weight, at upload.
+bool mxfp4_to_device_layout(uint8_t* w, int64_t bytes, void* stream = nullptr);
 bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out,
                            void* stream = nullptr);
 

@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -99,15 +100,27 @@ __global__ void dequant_mxfp4_kernel(const uint8_t* __restrict__ w, const uint8_
   const int64_t total = N * K;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / K, k = i % K;
-    const uint8_t byte = w[n * (K / 2) + k / 2];
-    const uint8_t code = (k & 1) ? (byte >> 4) : (byte & 0xf);
+    const uint32_t word = reinterpret_cast<const uint32_t*>(w + n * (K / 2))[k / 8];  // device layout
+    const uint32_t code = detail::e2m1_dev_code(word, static_cast<int>(k % 8));
     const float s = detail::e8m0_to_float(scale[n * (K / 32) + k / 32]);
     const __nv_bfloat16 b = __float2bfloat16_rn(kLut[code] * s);
     out[i] = *reinterpret_cast<const uint16_t*>(&b);
   }
 }
 
+__global__ void mxfp4_to_device_layout_kernel(uint32_t* __restrict__ w, int64_t words) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < words; i += int64_t(gridDim.x) * blockDim.x)
+    w[i] = mxfp4_word_to_device(w[i]);
+}
+
 }  // namespace
+
+bool mxfp4_to_device_layout(uint8_t* w, int64_t bytes, void* stream) {
+  if (bytes % 4 || reinterpret_cast<uintptr_t>(w) % 4) return fail("mxfp4_to_device_layout: need whole, aligned 32-bit words");
+  if (bytes <= 0) return true;
+  mxfp4_to_device_layout_kernel<<<1024, 256, 0, as_stream(stream)>>>(reinterpret_cast<uint32_t*>(w), bytes / 4);
+  return check_launch("mxfp4_to_device_layout");
+}
 
 bool quantize_act_fp8(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales, void* stream) {
   if (K % 128 != 0) return fail("quantize_act_fp8: K % 128 != 0");

@@ -6,16 +6,17 @@
 // filled by all 256 threads with cp.async: per stage 256 x 64 B of packed e2m1 (XOR-swizzled for
 // ldmatrix, as in mxfp4_linear.cu), 256 x 4 scale bytes and the group's rows as fp16 (256 B per
 // row, 16-byte segments XOR (row & 1) << 2 so the 8 lanes of one LDS.128 phase hit distinct banks).
-// Fragments: ldmatrix x4 gives a lane the word (row g, codes 8t..8t+7) of each of the 4 scale
-// groups; e2m1_pair pairs code p with p + 4, so the x fragment takes x[8t + p] with x[8t + p + 4]:
-// the fp16 rows are stored pair-interleaved (0 4 1 5 2 6 3 7 within each 8 columns: what
-// moe_permute_f16 and the w13 epilogue write), so one LDS.128 per row is four fragment registers. Scales: when all of a warp's scale bytes
-// of a chunk lie in [104, 128] (checked per chunk, from the weights alone), each is folded into
-// the fp16 weights by one HMUL2 (exact, see foldable) and the mma accumulate straight into the
-// result; otherwise per 32 along K two mma go into a fresh fragment, added times 2^14 * scale
-// (the narrow kernel's arithmetic). No split K: a row's sum is one thread's sequential sum, and
-// which path a chunk takes depends on the weights only, so a row's result never depends on the
-// other rows of its group.
+// Fragments: ldmatrix x4 gives a lane the device-layout word (row g, codes 8t..8t+7) of each of
+// the 4 scale groups; e2m1_dev_pairs (mma_common.cuh) makes it the half2 of codes (0, 1), (2, 3),
+// (4, 5), (6, 7), so the x fragment is x[8t..8t+7] in natural order: one LDS.128 per row is four
+// fragment registers. Scales: when all of a warp's scale bytes of a chunk lie in [106, 132]
+// (checked per chunk, from the weights alone), each folds into the lookup table as
+// 2^(s - 127 + 8) (exact fp16 weights, see foldable) and the mma accumulate straight into the
+// result; otherwise per 32 along K two mma of the plain e2m1 values go into a fresh fragment,
+// added times 2^8 * scale (the narrow kernel's arithmetic). Both carry 2^8 (kBias, so the table
+// reaches the small scales real weights have); the epilogue multiplies by 2^-8, exactly. No split
+// K: a row's sum is one thread's sequential sum, and which path a chunk takes depends on the
+// weights only, so a row's result never depends on the other rows of its group.
 // w13 variant: warp w's rows are w1 rows c0..c0+15 and w3 rows c0..c0+15 (c0 = 128 * block + 16 w),
 // so gate and up of one output sit in one thread and the clamped SwiGLU is the epilogue (fp16 out).
 #include "backend/cuda/cuda_common.cuh"
@@ -51,20 +52,8 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
   return v;
 }
 
-__device__ __forceinline__ __half2 as_h2(uint32_t u) {
-  __half2 h;
-  memcpy(&h, &u, 4);
-  return h;
-}
-__device__ __forceinline__ uint32_t as_u32(__half2 h) {
-  uint32_t u;
-  memcpy(&u, &h, 4);
-  return u;
-}
-
-// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 paired (p, p + 4),
-// which is the rows' stored order (pair-interleaved: 0 4 1 5 2 6 3 7 within each 8 columns), so one
-// LDS.128 per row gives a0 a2 a4 a6 (row g) and a1 a3 a5 a7 (row g + 8).
+// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 in natural
+// order, so one LDS.128 per row gives a0 a2 a4 a6 (row g) and a1 a3 a5 a7 (row g + 8).
 struct XFrag {
   uint32_t a[8];  // a0 a1 a2 a3 (first mma), a4 a5 a6 a7 (second)
 };
@@ -77,14 +66,16 @@ __device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int g, int t
   return f;
 }
 
-/// Column n of 8 -> its place in the pair-interleaved order.
-__device__ __forceinline__ int pair_pos(int n) { return n < 4 ? 2 * n : 2 * (n - 4) + 1; }
+// Both paths carry 2^kBias: the folded table is |e2m1| * 2^(s - 127 + kBias).
+constexpr int kBias = 8;
+constexpr float kUnbias = 1.f / 256.f;
+static_assert(kUnbias * (1 << kBias) == 1.f, "kUnbias is 2^-kBias");
 
-// Folding the scale into the fp16 weights is exact when every scale byte s of the word is in
-// [104, 128]: 2^(s - 113) is a normal fp16 (the e2m1 bits carry 2^-14), and the product
-// e2m1 * 2^(s - 127) lies in [2^-24, 12], so it is an fp16 number (two significant bits), exactly.
+// Folding the scale into the table is exact when every scale byte s of the word is in
+// [106, 132]: d = s - 127 + 8 lies in [-13, 13], so every |e2m1| * 2^d (0.5 * 2^-13 .. 6 * 2^13) is
+// a normal fp16 number with a zero low byte (mxfp4_lut).
 __device__ __forceinline__ bool foldable(uint32_t s4) {
-  return (__vcmpgeu4(s4, 0x68686868u) & __vcmpleu4(s4, 0x80808080u)) == 0xffffffffu;
+  return (__vcmpgeu4(s4, 0x6A6A6A6Au) & __vcmpleu4(s4, 0x84848484u)) == 0xffffffffu;
 }
 
 // One 128-wide chunk, scales folded into the weights: the mma accumulate straight into acc.
@@ -96,10 +87,9 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
     uint32_t b[kNT][4];
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
-      const uint32_t e = ((sg[nt] >> (8 * j)) & 0xffu) - 98u;  // fp16 exponent field of 2^(s - 113)
-      const __half2 sc = as_h2((e << 10) | (e << 26));
-#pragma unroll
-      for (int p = 0; p < 4; ++p) b[nt][p] = as_u32(__hmul2(as_h2(e2m1_pair(wv[nt][j], p)), sc));
+      uint32_t l0, l1;
+      mxfp4_lut<kBias>(__byte_perm(sg[nt], 0u, 0x4440u + j), l0, l1);  // scale byte j, zero-extended
+      e2m1_dev_pairs(wv[nt][j], l0, l1, b[nt]);
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -114,8 +104,8 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
   }
 }
 
-// One chunk with any scales: per 32 a fresh fragment, added times 2^14 * scale (cf * 2^14 exact,
-// then one fma: the narrow kernel's rounding).
+// One chunk with any scales: per 32 a fresh fragment of the plain e2m1 values, added times
+// 2^kBias * scale (one fma: the narrow kernel's rounding, times 2^kBias).
 template <int MT>
 __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
                                             const uint2 (&sv)[kNT], uint32_t xs, int m, int g, int t) {
@@ -128,14 +118,16 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         float cf[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_f16(cf, x.a[0], x.a[1], x.a[2], x.a[3], e2m1_pair(wv[nt][j], 0), e2m1_pair(wv[nt][j], 1));
-        mma_f16(cf, x.a[4], x.a[5], x.a[6], x.a[7], e2m1_pair(wv[nt][j], 2), e2m1_pair(wv[nt][j], 3));
-        const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
-        const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
-        acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0, acc[nt][mt][0]);
-        acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1, acc[nt][mt][1]);
-        acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0, acc[nt][mt][2]);
-        acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1, acc[nt][mt][3]);
+        uint32_t b[4];
+        e2m1_dev_pairs(wv[nt][j], kE2m1Lut0, kE2m1Lut1, b);
+        mma_f16(cf, x.a[0], x.a[1], x.a[2], x.a[3], b[0], b[1]);
+        mma_f16(cf, x.a[4], x.a[5], x.a[6], x.a[7], b[2], b[3]);
+        const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu) * float(1 << kBias);
+        const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu) * float(1 << kBias);
+        acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
+        acc[nt][mt][1] = fmaf(cf[1], s1, acc[nt][mt][1]);
+        acc[nt][mt][2] = fmaf(cf[2], s0, acc[nt][mt][2]);
+        acc[nt][mt][3] = fmaf(cf[3], s1, acc[nt][mt][3]);
       }
     }
   }
@@ -244,27 +236,21 @@ __global__ void __launch_bounds__(256, 2)
     if (kSwiglu) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {  // tiles q (w1) and q + 2 (w3) hold the same outputs
-        // columns 2t, 2t + 1 of an 8-column block, stored pair-interleaved for the w2 kernel
-        const int c8 = blockIdx.x * 128 + warp * 16 + q * 8, c0 = c8 + pair_pos(2 * t), c1 = c8 + pair_pos(2 * t + 1);
+        // columns 2t, 2t + 1 of an 8-column block
+        const int c0 = blockIdx.x * 128 + warp * 16 + q * 8 + 2 * t;
         const float* ga = acc[q][mt];
         const float* ua = acc[q + 2][mt];
-        if (r0 < m) {
-          __half* row = a16 + int64_t(gd.row0 + r0) * N;
-          row[c0] = __float2half_rn(swiglu_clamped(ga[0], ua[0], limit));
-          row[c1] = __float2half_rn(swiglu_clamped(ga[1], ua[1], limit));
-        }
-        if (r1 < m) {
-          __half* row = a16 + int64_t(gd.row0 + r1) * N;
-          row[c0] = __float2half_rn(swiglu_clamped(ga[2], ua[2], limit));
-          row[c1] = __float2half_rn(swiglu_clamped(ga[3], ua[3], limit));
-        }
+        auto act = [&](int i) { return swiglu_clamped(ga[i] * kUnbias, ua[i] * kUnbias, limit); };
+        if (r0 < m) *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r0) * N + c0) = __floats2half2_rn(act(0), act(1));
+        if (r1 < m) *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r1) * N + c0) = __floats2half2_rn(act(2), act(3));
       }
     } else {
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         const int col = blockIdx.x * kRows + warp * 32 + nt * 8 + 2 * t;
-        if (r0 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r0) * N + col) = make_float2(acc[nt][mt][0], acc[nt][mt][1]);
-        if (r1 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r1) * N + col) = make_float2(acc[nt][mt][2], acc[nt][mt][3]);
+        const float* a = acc[nt][mt];
+        if (r0 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r0) * N + col) = make_float2(a[0] * kUnbias, a[1] * kUnbias);
+        if (r1 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r1) * N + col) = make_float2(a[2] * kUnbias, a[3] * kUnbias);
       }
     }
   }
@@ -303,12 +289,10 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
   const int i = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
   __half2* dst = reinterpret_cast<__half2*>(x16 + int64_t(slot_pos[i]) * d);
-  for (int c = threadIdx.x; c < d / 8; c += blockDim.x) {  // 8 columns -> 0 4 1 5 2 6 3 7
-    const float4 lo = src[2 * c], hi = src[2 * c + 1];
-    dst[4 * c] = __floats2half2_rn(lo.x, hi.x);
-    dst[4 * c + 1] = __floats2half2_rn(lo.y, hi.y);
-    dst[4 * c + 2] = __floats2half2_rn(lo.z, hi.z);
-    dst[4 * c + 3] = __floats2half2_rn(lo.w, hi.w);
+  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) {
+    const float4 v = src[c];
+    dst[2 * c] = __floats2half2_rn(v.x, v.y);
+    dst[2 * c + 1] = __floats2half2_rn(v.z, v.w);
   }
 }
 

@@ -1,12 +1,10 @@
 // MXFP4 expert linear for decode: y = x W^T per expert group, W packed e2m1 with E8M0 per 32.
 //
-// Dequantisation is a bit move, no table: an e2m1 code s|e1 e0|m placed at f16 bits 15 and
-// 11..9 is the f16 number value * 2^-14 exactly (normals and the one subnormal alike), so a word
-// of 8 codes becomes 4 half2 with 2 shifts and one LOP3 each, pairing nibble p with nibble p+4.
-// The mma (m16n8k16 f16, fp32 accumulate) takes x in the same pairing, so the dot is unchanged.
+// Weights in the device layout (mma_common.cuh): a word of 8 codes becomes 4 half2 of the exact
+// e2m1 values by a table lookup in registers (e2m1_dev_pairs, 11 instructions), pairing codes
+// (0, 1), (2, 3), (4, 5), (6, 7); the mma (m16n8k16 f16, fp32 accumulate) takes x in natural order.
 // Each 32-wide K group (one E8M0 scale per weight row) is two mma into a fresh fragment, then
-// added times 2^14 * scale (one fma: 2^14 * scale is a power of two, so the product is the same
-// exact real number as (fragment * 2^14) * scale, and the rounding is the same).
+// added times the scale (one fma).
 //
 // Memory path: a block owns 32 weight rows of one group; its 8 warps split K in 128-wide chunks
 // (warp w takes chunks w, w + 8, ...). Each warp streams its chunks through its own 4-stage
@@ -62,7 +60,7 @@ constexpr int kSmemBytes = kWarps * kStages * (kStageW + kStageS);  // 69632
 static_assert(kWarps * 64 * 8 * kNT * 4 <= kSmemBytes, "the reduction (up to 64 rows) must fit in the ring");
 
 // One 128-wide chunk of one warp: 4 scale groups x kNT tiles x MT m tiles. kFast: every scale
-// byte of the chunk is <= 240, so 2^14 * scale is a normal float built straight from the byte.
+// byte of the chunk is in [1, 254], so the scale is a normal float built straight from the byte.
 template <int MT, bool kLow8, bool kFast>
 __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4], const uint2 (&sv)[kNT],
                                            const float* __restrict__ x, int m, int K, int kk0, int g) {
@@ -83,17 +81,19 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
         q0 = ldg_f4(px);
         q1 = ldg_f4(px + 4);
       }
-      // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,4), (1,5) | (2,6), (3,7)
-      const uint32_t a0 = h2(p0.x, p1.x), a2 = h2(p0.y, p1.y), a4 = h2(p0.z, p1.z), a6 = h2(p0.w, p1.w);
-      const uint32_t a1 = kLow8 ? 0u : h2(q0.x, q1.x), a3 = kLow8 ? 0u : h2(q0.y, q1.y);
-      const uint32_t a5 = kLow8 ? 0u : h2(q0.z, q1.z), a7 = kLow8 ? 0u : h2(q0.w, q1.w);
+      // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,1), (2,3) | (4,5), (6,7)
+      const uint32_t a0 = h2(p0.x, p0.y), a2 = h2(p0.z, p0.w), a4 = h2(p1.x, p1.y), a6 = h2(p1.z, p1.w);
+      const uint32_t a1 = kLow8 ? 0u : h2(q0.x, q0.y), a3 = kLow8 ? 0u : h2(q0.z, q0.w);
+      const uint32_t a5 = kLow8 ? 0u : h2(q1.x, q1.y), a7 = kLow8 ? 0u : h2(q1.z, q1.w);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         float cf[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_f16(cf, a0, a1, a2, a3, e2m1_pair(wv[nt][j], 0), e2m1_pair(wv[nt][j], 1));
-        mma_f16(cf, a4, a5, a6, a7, e2m1_pair(wv[nt][j], 2), e2m1_pair(wv[nt][j], 3));
+        uint32_t b[4];
+        e2m1_dev_pairs(wv[nt][j], kE2m1Lut0, kE2m1Lut1, b);
+        mma_f16(cf, a0, a1, a2, a3, b[0], b[1]);
+        mma_f16(cf, a4, a5, a6, a7, b[2], b[3]);
         if (kFast) {
-          // (byte + 14) << 23 = 2^14 * 2^(byte - 127); the +14 was added bytewise (no carry: byte <= 240)
+          // byte << 23 = 2^(byte - 127) for a byte in [1, 254]
           const float s0 = __uint_as_float((j < 3 ? sv[nt].x << (23 - 8 * j) : sv[nt].x >> 1) & 0x7F800000u);
           const float s1 = __uint_as_float((j < 3 ? sv[nt].y << (23 - 8 * j) : sv[nt].y >> 1) & 0x7F800000u);
           acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
@@ -103,10 +103,10 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
         } else {
           const float s0 = detail::e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu);
           const float s1 = detail::e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu);
-          acc[nt][mt][0] = fmaf(cf[0] * 16384.f, s0, acc[nt][mt][0]);
-          acc[nt][mt][1] = fmaf(cf[1] * 16384.f, s1, acc[nt][mt][1]);
-          acc[nt][mt][2] = fmaf(cf[2] * 16384.f, s0, acc[nt][mt][2]);
-          acc[nt][mt][3] = fmaf(cf[3] * 16384.f, s1, acc[nt][mt][3]);
+          acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
+          acc[nt][mt][1] = fmaf(cf[1], s1, acc[nt][mt][1]);
+          acc[nt][mt][2] = fmaf(cf[2], s0, acc[nt][mt][2]);
+          acc[nt][mt][3] = fmaf(cf[3], s1, acc[nt][mt][3]);
         }
       }
     }
@@ -167,21 +167,20 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
     const int st = i % kStages;
     uint32_t wv[kNT][4];
     uint2 sv[kNT];
-    uint32_t big = 0;
+    uint32_t odd = 0;  // a scale byte 0 (2^-127, denormal) or 255 (NaN)
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       ldsm_x4(wv[nt], w_ring + st * kStageW + nt * 8 * kRowBytes + ld_off);
       sv[nt] = lds_u2(s_ring + st * kStageS + (nt * 8 + 2 * t) * 4);
-      big |= __vcmpgtu4(sv[nt].x, 0xF0F0F0F0u) | __vcmpgtu4(sv[nt].y, 0xF0F0F0F0u);
+      odd |= __vcmpeq4(sv[nt].x, 0u) | __vcmpeq4(sv[nt].x, 0xffffffffu) | __vcmpeq4(sv[nt].y, 0u) |
+             __vcmpeq4(sv[nt].y, 0xffffffffu);
     }
     __syncwarp();  // every lane has its fragments: the stage may be refilled next iteration
     const int kk0 = (warp + kWarps * i) * 128 + t * 8;
     // MT = 4 always takes the general path: one variant less keeps its spills at 68 B (136 with both).
-    if (MT > 2 || __any_sync(0xffffffffu, big)) {
+    if (MT > 2 || __any_sync(0xffffffffu, odd)) {
       chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, m, K, kk0, g);
     } else {
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) sv[nt].x += 0x0E0E0E0Eu, sv[nt].y += 0x0E0E0E0Eu;
       // A group of <= 8 rows under max_m 9..16 (the model's 16-row groups at m ~ 1-2) skips
       // rows 8..15 too: block-uniform branch, same per-row arithmetic.
       if (MT == 1 && !kLow8 && m <= 8)

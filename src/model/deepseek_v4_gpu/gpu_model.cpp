@@ -86,6 +86,7 @@ Result<std::unique_ptr<V4GpuModel>> V4GpuModel::synthetic(v4::V4Config cfg, uint
   cfg.numerics = opt.numerics;
   DI_TRY(check_gpu_config(cfg));
   DI_ASSIGN_OR_RETURN(GpuWeights gw, GpuWeights::synthetic(cfg, seed));
+  if (!cuda::synchronize()) return device_error("synthetic weights");
   return std::unique_ptr<V4GpuModel>(new V4GpuModel(std::move(cfg), std::move(gw)));
 }
 

@@ -122,6 +122,7 @@ Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Wei
     std::memcpy(blob.data() + lay.off[i], t.data(), t.nbytes());
   }
   DI_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::upload(blob, w1.name));
+  DI_TRY(lay.to_device_layout(d.as<uint8_t>(), w1.name));
   p = lay.ptrs(d.as<uint8_t>());
   return d;
 }
@@ -180,6 +181,7 @@ ExpertLayout expert_layout(const size_t part_bytes[6]) {
   for (int i = 0; i < 6; ++i) {
     at = (at + 15) / 16 * 16;
     l.off[i] = at;
+    l.len[i] = part_bytes[i];
     at += part_bytes[i];
   }
   l.bytes = at;
@@ -191,6 +193,13 @@ cuda::ExpertPtrs ExpertLayout::ptrs(const uint8_t* base) const {
   p.w1 = base + off[0], p.s1 = base + off[1], p.w3 = base + off[2], p.s3 = base + off[3];
   p.w2 = base + off[4], p.s2 = base + off[5];
   return p;
+}
+
+Status ExpertLayout::to_device_layout(uint8_t* base, const std::string& what) const {
+  for (int i = 0; i < 6; i += 2)
+    if (!cuda::mxfp4_to_device_layout(base + off[i], static_cast<int64_t>(len[i])))
+      return device_error("MXFP4 device layout of " + what);
+  return Status::ok();
 }
 
 Result<DeviceBuffer> rope_inv_freq(v4::AttnKind kind, const v4::V4Config& c) {

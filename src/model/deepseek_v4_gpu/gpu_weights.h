@@ -89,8 +89,12 @@ struct GpuWeights {
 /// One expert's blob: w1, s1, w3, s3, w2, s2 (packed e2m1 / E8M0 each), every part 16-aligned.
 struct ExpertLayout {
   size_t off[6] = {};
+  size_t len[6] = {};
   size_t bytes = 0;
   cuda::ExpertPtrs ptrs(const uint8_t* base) const;
+  /// The blob's three packed e2m1 parts (stored layout) -> the device layout the MXFP4 kernels
+  /// read (cuda::mxfp4_to_device_layout), in place, on the default stream.
+  Status to_device_layout(uint8_t* base, const std::string& what) const;
 };
 ExpertLayout expert_layout(const size_t part_bytes[6]);
 /// The layer's RoPE inverse frequencies (model/deepseek_v4/rope.h): main table for sliding

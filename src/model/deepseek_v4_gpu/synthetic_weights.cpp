@@ -84,6 +84,7 @@ class Gen {
       DI_TRY(fill(base + lay.off[i], static_cast<int64_t>(part[i]), RandomKind::kE2M1, 0.f, 0.f, what));
       DI_TRY(fill(base + lay.off[i + 1], static_cast<int64_t>(part[i + 1]), RandomKind::kE8M0, 118.f, 120.f, what));
     }
+    DI_TRY(lay.to_device_layout(base, what));  // random bits either way; kept for the one contract
     p = lay.ptrs(base);
     return b;
   }
