@@ -239,6 +239,22 @@ TEST(CudaOps, Fp8LinearMatchesCpu) {
   }
 }
 
+// The device layout is a bit permutation with the documented sign places (host only: runs in CI).
+TEST(CudaOps, Mxfp4DeviceLayoutIsABitPermutation) {
+  std::mt19937 rng(5);
+  for (int i = 0; i < 100000; ++i) {
+    const uint32_t w = rng();
+    const uint32_t d = dc::mxfp4_word_to_device(w);
+    ASSERT_EQ(dc::mxfp4_word_from_device(d), w);
+    ASSERT_EQ(__builtin_popcount(d), __builtin_popcount(w));
+    for (int c = 0; c < 8; ++c) {
+      ASSERT_EQ((d >> (4 * c)) & 7u, (w >> (4 * c)) & 7u) << "magnitude of code " << c << " stays";
+      const int sign_at = c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3;
+      ASSERT_EQ((d >> sign_at) & 1u, (w >> (4 * c + 3)) & 1u) << "sign of code " << c;
+    }
+  }
+}
+
 TEST(CudaOps, Mxfp4GroupedMatchesCpu) {
   SKIP_WITHOUT_DEVICE();
   ThreadPool pool(0);
