@@ -2,15 +2,16 @@
 // decode batches, where mxfp4_linear_grouped's 16-row groups would re-read each expert's weights.
 //
 // Block: one group (<= 64 rows, MT m16 tiles) x 256 weight rows; 8 warps, warp w owns weight rows
-// 32w..32w+31 as four 8-row n tiles. K is walked in 128-wide chunks through a 3- or 4-deep ring
-// filled by all 256 threads with cp.async: per stage 256 x 64 B of packed e2m1 (XOR-swizzled for
+// 32w..32w+31 as four 8-row n tiles. K is walked in 128-wide chunks through a 3-deep ring filled
+// by all 256 threads with cp.async: per stage 256 x 64 B of packed e2m1 (XOR-swizzled for
 // ldmatrix, as in mxfp4_linear.cu), 256 x 4 scale bytes and the group's rows as fp16 (256 B per
-// row, 16-byte segments XOR (row & 1) << 2 so the 8 lanes of one LDS.128 phase hit distinct banks).
-// Fragments: ldmatrix x4 gives a lane the device-layout word (row g, codes 8t..8t+7) of each of
-// the 4 scale groups; e2m1_dev_pairs (mma_common.cuh) makes it the half2 of codes (0, 1), (2, 3),
-// (4, 5), (6, 7), so the x fragment is x[8t..8t+7] in natural order: one LDS.128 per row is four
-// fragment registers. Scales: when all of a warp's scale bytes of a chunk lie in [106, 132]
-// (checked per chunk, from the weights alone), each folds into the lookup table as
+// row, 16-byte segments XOR (row & 7), so the 8 rows of one ldmatrix phase hit distinct banks).
+// Fragments: ldmatrix x4 gives lane (g, t) its device-layout word of weight row g in each of the
+// 4 scale groups (cuda_ops.h: codes 2t, 2t+1, 2t+8, 2t+9, ... of the group); e2m1_dev_pairs
+// (mma_common.cuh) makes it the B registers of the group's two k16 mma, with K in natural order,
+// so the fp16 rows' A registers come straight from ldmatrix x4 too (no register shuffles).
+// Scales: when every scale byte of a chunk's 256 weight rows lies in [106, 132] (one
+// __syncthreads_and per chunk, from the weights alone), each folds into the lookup table as
 // 2^(s - 127 + 8) (exact fp16 weights, see foldable) and the mma accumulate straight into the
 // result; otherwise per 32 along K two mma of the plain e2m1 values go into a fresh fragment,
 // added times 2^8 * scale (the narrow kernel's arithmetic). Both carry 2^8 (kBias, so the table
@@ -44,7 +45,9 @@ constexpr int stage_bytes() { return kStageW + kStageS + MT * 16 * 256; }
 template <int MT>
 constexpr int smem_bytes() { return stages<MT>() * stage_bytes<MT>(); }
 
-__device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ ((row & 1) << 2)) << 4)); }
+// Row r of the stage's fp16 rows (256 B: 16 segments of 8 columns), segment seg: XOR (r & 7), so
+// the 8 rows of one ldmatrix phase hit 8 distinct 16-byte bank slots.
+__device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ (row & 7)) << 4)); }
 
 __device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
   uint32_t v;
@@ -52,17 +55,17 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
   return v;
 }
 
-// The x fragments of m tile mt for scale group j: rows g and g + 8, codes 8t..8t+7 in natural
-// order, so one LDS.128 per row gives a0 a2 a4 a6 (row g) and a1 a3 a5 a7 (row g + 8).
+// The A fragments of m tile mt for scale group j (columns 32j..32j+31, natural K order like the
+// device-layout weights): two ldmatrix x4, each the four registers of one k16 mma. Lane l points at
+// row mt*16 + (l & 7) + 8 ((l >> 3) & 1), segment 4j + (l >> 4) (+ 2 for the second mma).
 struct XFrag {
-  uint32_t a[8];  // a0 a1 a2 a3 (first mma), a4 a5 a6 a7 (second)
+  uint32_t a[4], b[4];  // first mma, second mma
 };
-__device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int g, int t) {
-  const uint4 lo = lds_u4(xs + x_off(mt * 16 + g, 4 * j + t));
-  const uint4 hi = lds_u4(xs + x_off(mt * 16 + g + 8, 4 * j + t));
+__device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int lane) {
+  const int row = mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, seg = 4 * j + (lane >> 4);
   XFrag f;
-  f.a[0] = lo.x, f.a[2] = lo.y, f.a[4] = lo.z, f.a[6] = lo.w;
-  f.a[1] = hi.x, f.a[3] = hi.y, f.a[5] = hi.z, f.a[7] = hi.w;
+  ldsm_x4(f.a, xs + x_off(row, seg));
+  ldsm_x4(f.b, xs + x_off(row, seg + 2));
   return f;
 }
 
@@ -71,7 +74,7 @@ constexpr int kBias = 8;
 constexpr float kUnbias = 1.f / 256.f;
 static_assert(kUnbias * (1 << kBias) == 1.f, "kUnbias is 2^-kBias");
 
-// Folding the scale into the table is exact when every scale byte s of the word is in
+// Folding the scale into the table is exact when every scale byte s of the chunk is in
 // [106, 132]: d = s - 127 + 8 lies in [-13, 13], so every |e2m1| * 2^d (0.5 * 2^-13 .. 6 * 2^13) is
 // a normal fp16 number with a zero low byte (mxfp4_lut).
 __device__ __forceinline__ bool foldable(uint32_t s4) {
@@ -81,7 +84,7 @@ __device__ __forceinline__ bool foldable(uint32_t s4) {
 // One 128-wide chunk, scales folded into the weights: the mma accumulate straight into acc.
 template <int MT>
 __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
-                                             const uint32_t (&sg)[kNT], uint32_t xs, int m, int g, int t) {
+                                             const uint32_t (&sg)[kNT], uint32_t xs, int m, int lane) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t b[kNT][4];
@@ -94,11 +97,11 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       if (mt * 16 >= m) break;  // block-uniform
-      const XFrag x = x_frag(xs, mt, j, g, t);
+      const XFrag x = x_frag(xs, mt, j, lane);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         mma_f16(acc[nt][mt], x.a[0], x.a[1], x.a[2], x.a[3], b[nt][0], b[nt][1]);
-        mma_f16(acc[nt][mt], x.a[4], x.a[5], x.a[6], x.a[7], b[nt][2], b[nt][3]);
+        mma_f16(acc[nt][mt], x.b[0], x.b[1], x.b[2], x.b[3], b[nt][2], b[nt][3]);
       }
     }
   }
@@ -108,20 +111,20 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
 // 2^kBias * scale (one fma: the narrow kernel's rounding, times 2^kBias).
 template <int MT>
 __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
-                                            const uint2 (&sv)[kNT], uint32_t xs, int m, int g, int t) {
+                                            const uint2 (&sv)[kNT], uint32_t xs, int m, int lane) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       if (mt * 16 >= m) break;  // block-uniform
-      const XFrag x = x_frag(xs, mt, j, g, t);
+      const XFrag x = x_frag(xs, mt, j, lane);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         float cf[4] = {0.f, 0.f, 0.f, 0.f};
         uint32_t b[4];
         e2m1_dev_pairs(wv[nt][j], kE2m1Lut0, kE2m1Lut1, b);
         mma_f16(cf, x.a[0], x.a[1], x.a[2], x.a[3], b[0], b[1]);
-        mma_f16(cf, x.a[4], x.a[5], x.a[6], x.a[7], b[2], b[3]);
+        mma_f16(cf, x.b[0], x.b[1], x.b[2], x.b[3], b[2], b[3]);
         const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu) * float(1 << kBias);
         const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu) * float(1 << kBias);
         acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
@@ -163,33 +166,33 @@ __global__ void __launch_bounds__(256, 2)
       s = gd.scale + int64_t(col) * kg;
     }
   };
-  // This thread's copy jobs: weight rows tid / 4 + 64 q (segment tid % 4), scale row tid.
-  const uint8_t* wsrc[4];
+  // This thread's copy jobs: weight rows tid / 4 + 64 q (segment tid % 4), which are global rows
+  // q * wstride apart (w1 / w3 and the column block do not change with q), scale row tid, and
+  // x rows tid / 16 + 16 q (segment tid % 16).
+  const uint8_t* wsrc;
   const uint8_t* ssrc;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const uint8_t* s;
-    wrow((tid >> 2) + 64 * q, wsrc[q], s);
-    wsrc[q] += (tid & 3) * 16;
-  }
   {
+    const uint8_t* s;
+    wrow(tid >> 2, wsrc, s);
+    wsrc += (tid & 3) * 16;
     const uint8_t* w;
     wrow(tid, w, ssrc);
   }
-  const __half* xrow = x16 + int64_t(gd.row0) * K;
+  const int wstride = (kSwiglu ? 32 : 64) * (K / 2);
+  const __half* xsrc = x16 + (int64_t(gd.row0) + (tid >> 4)) * K + (tid & 15) * 8;
+  const int xr = tid >> 4, xseg = tid & 15;
   const uint32_t s_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
 
   auto issue = [&](int c) {
     if (c < nchunk) {
       const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
 #pragma unroll
-      for (int q = 0; q < 4; ++q) cp_async16(st + w64_off((tid >> 2) + 64 * q, tid & 3), wsrc[q] + c * 64);
+      for (int q = 0; q < 4; ++q) cp_async16(st + w64_off((tid >> 2) + 64 * q, tid & 3), wsrc + q * wstride + c * 64);
       cp_async4(st + kStageW + tid * 4, ssrc + c * 4);
 #pragma unroll
-      for (int q = 0; q < MT; ++q) {
-        const int i = tid + 256 * q, r = i >> 4, seg = i & 15;
-        if (r < m) cp_async16(st + kStageW + kStageS + x_off(r, seg), xrow + int64_t(r) * K + c * 128 + seg * 8);
-      }
+      for (int q = 0; q < MT; ++q)
+        if (xr + 16 * q < m)
+          cp_async16(st + kStageW + kStageS + x_off(xr + 16 * q, xseg), xsrc + int64_t(16 * q) * K + c * 128);
     }
     cp_commit();
   };
@@ -207,25 +210,26 @@ __global__ void __launch_bounds__(256, 2)
   const uint32_t ld_off = w64_off(lane & 7, lane >> 3);
   for (int c = 0; c < nchunk; ++c) {
     cp_wait<stages<MT>() - 2>();
-    __syncthreads();  // stage c is in for every thread; stage c - 1 is free for everyone
-    issue(c + stages<MT>() - 1);
     const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
+    // This thread's own copy of stage c is complete: its scale row (tid) decides with the others'
+    // whether the block folds this chunk (a property of the block's weights only).
+    const bool fold = __syncthreads_and(foldable(lds_u32(st + kStageW + tid * 4)));
+    // (the barrier: stage c is in for every thread; stage c - 1 is free for everyone)
+    issue(c + stages<MT>() - 1);
     uint32_t wv[kNT][4], sg[kNT];
-    bool fold = true;
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       ldsm_x4(wv[nt], st + (warp * 32 + nt * 8) * 64 + ld_off);
       sg[nt] = lds_u32(st + kStageW + (warp * 32 + nt * 8 + g) * 4);  // the 4 scales of this lane's weight row
-      fold = fold && foldable(sg[nt]);
     }
     const uint32_t xs = st + kStageW + kStageS;
-    if (__all_sync(0xffffffffu, fold)) {
-      chunk_folded<MT>(acc, wv, sg, xs, m, g, t);
+    if (fold) {
+      chunk_folded<MT>(acc, wv, sg, xs, m, lane);
     } else {
       uint2 sv[kNT];  // the scales of the accumulator's columns: rows 2t, 2t + 1 of each tile
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) sv[nt] = lds_u2(st + kStageW + (warp * 32 + nt * 8 + 2 * t) * 4);
-      chunk_exact<MT>(acc, wv, sv, xs, m, g, t);
+      chunk_exact<MT>(acc, wv, sv, xs, m, lane);
     }
   }
   cp_wait<0>();
