@@ -49,11 +49,11 @@ std::vector<uint8_t> host_part(const uint8_t* p, size_t bytes) {
 }
 // Packed e2m1 read back from the device layout -> the stored (checkpoint) layout.
 std::vector<uint8_t> stored_e2m1(std::vector<uint8_t> h) {
-  for (size_t i = 0; i + 16 <= h.size(); i += 16) {
-    uint32_t dev[4], stored[4];
-    std::memcpy(dev, h.data() + i, 16);
-    cuda::mxfp4_group_from_device(dev, stored);
-    std::memcpy(h.data() + i, stored, 16);
+  for (size_t i = 0; i + 4 <= h.size(); i += 4) {
+    uint32_t w;
+    std::memcpy(&w, h.data() + i, 4);
+    w = cuda::mxfp4_word_from_device(w);
+    std::memcpy(h.data() + i, &w, 4);
   }
   return h;
 }

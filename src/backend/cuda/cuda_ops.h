@@ -151,35 +151,23 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = n
 /// Every MXFP4 op of this backend (these, the wide experts, the dequantisations) takes that layout.
 /// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the
 /// tensor cores: |x| < 65504 required) and y fp32. Requires N % 32 == 0, K % 128 == 0.
-/// The device layout of packed e2m1, per group of 32 codes (16 bytes = 4 little-endian words;
-/// stored: code k is nibble k % 8 of word k / 8, s|e1 e0|m). Device word t holds, in slots 0..7,
-/// codes 2t, 2t+1, 2t+8, 2t+9, 2t+16, 2t+17, 2t+24, 2t+25: the m16n8k16 B fragment of lane t for
-/// both k16 halves of the group, so the tensor cores see K in natural order. Slot s keeps the
-/// magnitude e1 e0 m at bits 4s..4s+2; its sign goes to bit 8s + 7 (s < 4) or 8(s - 4) + 3
-/// (s >= 4), which is what the in-register table lookup wants (mma_common.cuh).
-DI_HOST_DEVICE inline int mxfp4_dev_word(int k) { return (k >> 1) & 3; }
-DI_HOST_DEVICE inline int mxfp4_dev_slot(int k) { return (k & 1) | ((k >> 3) << 1); }
-DI_HOST_DEVICE inline int mxfp4_dev_sign_bit(int slot) { return slot < 4 ? 8 * slot + 7 : 8 * (slot - 4) + 3; }
-/// Stored code k (0..31) of a device-layout group.
-DI_HOST_DEVICE inline uint32_t mxfp4_dev_code(const uint32_t* group, int k) {
-  const uint32_t w = group[mxfp4_dev_word(k)];
-  const int s = mxfp4_dev_slot(k);
-  return ((w >> (4 * s)) & 7u) | (((w >> mxfp4_dev_sign_bit(s)) & 1u) << 3);
+/// The device layout of one little-endian word of 8 stored codes (code c = nibble c, s|e1 e0|m):
+/// magnitudes stay at bits 4c..4c+2; the sign of code c < 4 moves to bit 8c + 7, of code c >= 4 to
+/// bit 8(c - 4) + 3 (why: mma_common.cuh). Host and device.
+DI_HOST_DEVICE inline uint32_t mxfp4_word_to_device(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+  for (int c = 0; c < 8; ++c) out |= ((w >> (4 * c + 3)) & 1u) << (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3);
+  return out;
 }
-/// One group, stored layout -> device layout (out must not alias in).
-DI_HOST_DEVICE inline void mxfp4_group_to_device(const uint32_t* in, uint32_t* out) {
-  out[0] = out[1] = out[2] = out[3] = 0;
-  for (int k = 0; k < 32; ++k) {
-    const uint32_t code = (in[k >> 3] >> (4 * (k & 7))) & 0xfu;
-    const int s = mxfp4_dev_slot(k);
-    out[mxfp4_dev_word(k)] |= ((code & 7u) << (4 * s)) | ((code >> 3) << mxfp4_dev_sign_bit(s));
-  }
+/// The inverse of mxfp4_word_to_device.
+DI_HOST_DEVICE inline uint32_t mxfp4_word_from_device(uint32_t w) {
+  uint32_t out = w & 0x77777777u;
+  for (int c = 0; c < 8; ++c) out |= ((w >> (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3)) & 1u) << (4 * c + 3);
+  return out;
 }
-/// The inverse: one group, device layout -> stored layout.
-DI_HOST_DEVICE inline void mxfp4_group_from_device(const uint32_t* in, uint32_t* out) {
-  out[0] = out[1] = out[2] = out[3] = 0;
-  for (int k = 0; k < 32; ++k) out[k >> 3] |= mxfp4_dev_code(in, k) << (4 * (k & 7));
-}
+
+/// Where column pair q (0..15, columns 2q, 2q+1) of a 32-column group is stored in x16 / a16.
+DI_HOST_DEVICE inline int mxfp4_f16_pair_pos(int q) { return 4 * (q & 3) + (q >> 2); }
 
 struct Mxfp4Group {
   const uint8_t* w = nullptr;
@@ -199,9 +187,12 @@ bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int
 // split the weight rows, not K, so x is read from shared memory by every warp and each output
 // element is one thread's sequential fp32 sum over K (per 32: a fresh mma fragment times its
 // scale). Inputs are fp16 (the same rounding the narrow kernel applies to its fp32 x).
-/// x16 [R, K] fp16 of the permuted rows: the group's rows start at row g.row0.
+/// x16 [R, K] fp16 of the permuted rows, in the "pair-transposed" column order the wide kernels'
+/// ldmatrix wants: within each 32 columns, pair (2q, 2q+1) for q = 4t + c (t, c in 0..3) is stored
+/// at pair position 4c + t (moe_permute_f16 and the w13 epilogue write it; mxfp4_f16_pair_pos).
+/// The group's rows start at row g.row0.
 /// g13 as moe_build_groups writes it ([2 * n_groups]: w1 then w3 of each group): writes
-/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)).
+/// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)), pair-transposed as x16.
 /// Needs I % 128 == 0, K % 128 == 0.
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
                               int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
@@ -209,7 +200,8 @@ bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, co
 /// K % 128 == 0.
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream = nullptr);
-/// x16[slot_pos[i], :] = fp16(h[i / k, :]) for the T * k routed slots (moe_permute in fp16).
+/// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-transposed, for the T * k routed slots
+/// (moe_permute in fp16).
 /// Needs d % 8 == 0.
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream = nullptr);
@@ -220,9 +212,8 @@ bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float e
 
 // ---- dequantisation (for peers and checks): FP8 block weight -> bf16 [N, K] ----
 bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream = nullptr);
-/// Packed e2m1 bytes (the stored layout) -> the device layout, in place: mxfp4_group_to_device on
-/// each 16-byte group (rows of K / 2 bytes, K % 32 == 0). bytes % 16 == 0, w 16-byte aligned. Run
-/// it once per weight, at upload.
+/// Packed e2m1 bytes (the stored layout) -> the device layout, in place: mxfp4_word_to_device on
+/// each 32-bit word. bytes % 4 == 0, w 4-byte aligned. Run it once per weight, at upload.
 bool mxfp4_to_device_layout(uint8_t* w, int64_t bytes, void* stream = nullptr);
 bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out,
                            void* stream = nullptr);

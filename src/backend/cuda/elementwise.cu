@@ -100,31 +100,25 @@ __global__ void dequant_mxfp4_kernel(const uint8_t* __restrict__ w, const uint8_
   const int64_t total = N * K;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / K, k = i % K;
-    const uint32_t* group = reinterpret_cast<const uint32_t*>(w + n * (K / 2)) + (k / 32) * 4;  // device layout
-    const uint32_t code = mxfp4_dev_code(group, static_cast<int>(k % 32));
+    const uint32_t word = reinterpret_cast<const uint32_t*>(w + n * (K / 2))[k / 8];  // device layout
+    const uint32_t code = detail::e2m1_dev_code(word, static_cast<int>(k % 8));
     const float s = detail::e8m0_to_float(scale[n * (K / 32) + k / 32]);
     const __nv_bfloat16 b = __float2bfloat16_rn(kLut[code] * s);
     out[i] = *reinterpret_cast<const uint16_t*>(&b);
   }
 }
 
-__global__ void mxfp4_to_device_layout_kernel(uint4* __restrict__ w, int64_t groups) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < groups; i += int64_t(gridDim.x) * blockDim.x) {
-    const uint4 v = w[i];
-    const uint32_t in[4] = {v.x, v.y, v.z, v.w};
-    uint32_t out[4];
-    mxfp4_group_to_device(in, out);
-    w[i] = make_uint4(out[0], out[1], out[2], out[3]);
-  }
+__global__ void mxfp4_to_device_layout_kernel(uint32_t* __restrict__ w, int64_t words) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < words; i += int64_t(gridDim.x) * blockDim.x)
+    w[i] = mxfp4_word_to_device(w[i]);
 }
 
 }  // namespace
 
 bool mxfp4_to_device_layout(uint8_t* w, int64_t bytes, void* stream) {
-  if (bytes % 16 || reinterpret_cast<uintptr_t>(w) % 16)
-    return fail("mxfp4_to_device_layout: need whole, 16-byte aligned groups of 32 codes");
+  if (bytes % 4 || reinterpret_cast<uintptr_t>(w) % 4) return fail("mxfp4_to_device_layout: need whole, aligned 32-bit words");
   if (bytes <= 0) return true;
-  mxfp4_to_device_layout_kernel<<<1024, 256, 0, as_stream(stream)>>>(reinterpret_cast<uint4*>(w), bytes / 16);
+  mxfp4_to_device_layout_kernel<<<1024, 256, 0, as_stream(stream)>>>(reinterpret_cast<uint32_t*>(w), bytes / 4);
   return check_launch("mxfp4_to_device_layout");
 }
 
@@ -168,7 +162,7 @@ bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream) {
 }
 
 bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out, void* stream) {
-  if (K % 32) return fail("dequant_mxfp4_to_bf16: K % 32 != 0");  // whole device-layout groups
+  if (K % 32) return fail("dequant_mxfp4_to_bf16: K % 32 != 0");
   dequant_mxfp4_kernel<<<2048, 256, 0, as_stream(stream)>>>(w, scale, N, K, out);
   return check_launch("dequant_mxfp4_to_bf16");
 }

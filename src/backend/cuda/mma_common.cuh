@@ -16,11 +16,14 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1,
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// ---- MXFP4 on the device: dequantisation of the device layout (cuda_ops.h) ----
-// Lane t's word of a 32-code group holds the 8 codes of its two m16n8k16 B registers for both
-// k16 halves, slot s = magnitude at bits 4s..4s+2: so the magnitudes of slots 0..3 and 4..7 are
-// the 16-bit halves of w & 0x77777777 (4-bit PRMT selectors), and their signs already sit at each
-// byte's bit 7 in w (slots 0..3) and in w << 4 (slots 4..7).
+// ---- MXFP4 on the device: the "device layout" of packed e2m1 ----
+// Stored (checkpoint) layout: each byte holds two e2m1 codes s|e1 e0|m, low nibble first, so
+// code c of a little-endian 32-bit word (8 codes) sits at bits 4c..4c+3. The device layout
+// (cuda_ops.h's mxfp4_word_to_device, done once at upload) keeps every magnitude e1 e0 m where it is
+// (bits 4c..4c+2) and moves the sign bits: code c < 4 to bit 8c + 7, code c >= 4 to bit
+// 8(c - 4) + 3. Then the magnitudes of codes 0..3 and 4..7 are the 16-bit halves of w & 0x77777777
+// (4-bit PRMT selectors), and their signs are already at each byte's bit 7 in w (codes 0..3)
+// and in w << 4 (codes 4..7).
 //
 // Dequantisation is a table lookup in registers: PRMT picks, per code, one byte of an 8-entry
 // table of f16 high bytes (|e2m1| = 0, .5, 1, 1.5, 2, 3, 4, 6 are f16 numbers whose low byte is
@@ -41,15 +44,20 @@ __device__ __forceinline__ void mxfp4_lut(uint32_t s, uint32_t& l0, uint32_t& l1
   l1 = s * 0x04040404u + (kE2m1Lut1 - k * 0x01010101u);
 }
 
-/// The 8 codes of lane t's device-layout word as 4 half2: slots (0, 1), (2, 3), (4, 5), (6, 7) =
-/// codes (2t, 2t+1), (2t+8, 2t+9), (2t+16, 2t+17), (2t+24, 2t+25) = b0 b1 of the group's first
-/// k16 mma, then of its second; each |code| looked up in the table (l0, l1).
+/// The 8 codes of a device-layout word as 4 half2: (code 0, 1), (2, 3), (4, 5), (6, 7), each
+/// |code| looked up in the table (l0, l1).
 __device__ __forceinline__ void e2m1_dev_pairs(uint32_t w, uint32_t l0, uint32_t l1, uint32_t (&p)[4]) {
   const uint32_t mag = w & 0x77777777u;
   const uint32_t b0 = __byte_perm(l0, l1, mag) | (w & 0x80808080u);
   const uint32_t b1 = __byte_perm(l0, l1, mag >> 16) | ((w << 4) & 0x80808080u);
   p[0] = __byte_perm(b0, 0u, 0x1404u), p[1] = __byte_perm(b0, 0u, 0x3424u);
   p[2] = __byte_perm(b1, 0u, 0x1404u), p[3] = __byte_perm(b1, 0u, 0x3424u);
+}
+
+/// Code c (0..7) of a device-layout word as the stored 4-bit code s|e1 e0|m.
+__device__ __forceinline__ uint32_t e2m1_dev_code(uint32_t w, int c) {
+  const int sign_bit = c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3;
+  return ((w >> (4 * c)) & 7u) | (((w >> sign_bit) & 1u) << 3);
 }
 
 __device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g) {

@@ -6,10 +6,12 @@
 // by all 256 threads with cp.async: per stage 256 x 64 B of packed e2m1 (XOR-swizzled for
 // ldmatrix, as in mxfp4_linear.cu), 256 x 4 scale bytes and the group's rows as fp16 (256 B per
 // row, 16-byte segments XOR (row & 7), so the 8 rows of one ldmatrix phase hit distinct banks).
-// Fragments: ldmatrix x4 gives lane (g, t) its device-layout word of weight row g in each of the
-// 4 scale groups (cuda_ops.h: codes 2t, 2t+1, 2t+8, 2t+9, ... of the group); e2m1_dev_pairs
-// (mma_common.cuh) makes it the B registers of the group's two k16 mma, with K in natural order,
-// so the fp16 rows' A registers come straight from ldmatrix x4 too (no register shuffles).
+// Fragments: ldmatrix x4 gives lane (g, t) its device-layout word (codes 8t..8t+7) of weight row g
+// in each of the 4 scale groups; e2m1_dev_pairs (mma_common.cuh) makes it the half2 of codes
+// (8t, 8t+1), (8t+2, 8t+3) | (8t+4, 8t+5), (8t+6, 8t+7): the B registers of the group's two k16
+// mma. The fp16 rows are stored pair-transposed (cuda_ops.h, mxfp4_f16_pair_pos: the pair of
+// codes (8t + 2c, 8t + 2c + 1) sits at pair 4c + t of the group), so segment 4j + c holds exactly
+// what lane t needs as pair c, and the A registers come straight from ldmatrix x4 (no shuffles).
 // Scales: when every scale byte of a chunk's 256 weight rows lies in [106, 132] (one
 // __syncthreads_and per chunk, from the weights alone), each folds into the lookup table as
 // 2^(s - 127 + 8) (exact fp16 weights, see foldable) and the mma accumulate straight into the
@@ -55,9 +57,9 @@ __device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
   return v;
 }
 
-// The A fragments of m tile mt for scale group j (columns 32j..32j+31, natural K order like the
-// device-layout weights): two ldmatrix x4, each the four registers of one k16 mma. Lane l points at
-// row mt*16 + (l & 7) + 8 ((l >> 3) & 1), segment 4j + (l >> 4) (+ 2 for the second mma).
+// The A fragments of m tile mt for scale group j (columns 32j..32j+31, pair-transposed): two
+// ldmatrix x4, each the four registers of one k16 mma. Lane l points at row
+// mt*16 + (l & 7) + 8 ((l >> 3) & 1), segment 4j + (l >> 4) (+ 2 for the second mma).
 struct XFrag {
   uint32_t a[4], b[4];  // first mma, second mma
 };
@@ -240,8 +242,9 @@ __global__ void __launch_bounds__(256, 2)
     if (kSwiglu) {
 #pragma unroll
       for (int q = 0; q < 2; ++q) {  // tiles q (w1) and q + 2 (w3) hold the same outputs
-        // columns 2t, 2t + 1 of an 8-column block
-        const int c0 = blockIdx.x * 128 + warp * 16 + q * 8 + 2 * t;
+        // columns 2t, 2t + 1 of an 8-column block, stored pair-transposed for the w2 kernel
+        const int p = (blockIdx.x * 128 + warp * 16 + q * 8) / 2 + t;  // column pair
+        const int c0 = 2 * ((p & ~15) + mxfp4_f16_pair_pos(p & 15));
         const float* ga = acc[q][mt];
         const float* ua = acc[q + 2][mt];
         auto act = [&](int i) { return swiglu_clamped(ga[i] * kUnbias, ua[i] * kUnbias, limit); };
@@ -293,10 +296,11 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
   const int i = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
   __half2* dst = reinterpret_cast<__half2*>(x16 + int64_t(slot_pos[i]) * d);
-  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) {
+  for (int c = threadIdx.x; c < d / 4; c += blockDim.x) {  // column pairs 2c, 2c + 1 -> pair-transposed
     const float4 v = src[c];
-    dst[2 * c] = __floats2half2_rn(v.x, v.y);
-    dst[2 * c + 1] = __floats2half2_rn(v.z, v.w);
+    const int p = 2 * c, base = p & ~15;
+    dst[base + mxfp4_f16_pair_pos(p & 15)] = __floats2half2_rn(v.x, v.y);
+    dst[base + mxfp4_f16_pair_pos((p + 1) & 15)] = __floats2half2_rn(v.z, v.w);
   }
 }
 
@@ -320,7 +324,7 @@ bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint1
 
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream) {
-  if (d % 8) return fail("moe_permute_f16: d % 8 != 0");
+  if (d % 32) return fail("moe_permute_f16: d % 32 != 0 (whole 32-column groups)");
   if (T <= 0) return true;
   moe_permute_f16_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(
       h, k, static_cast<int>(d), slot_pos, reinterpret_cast<__half*>(x16));

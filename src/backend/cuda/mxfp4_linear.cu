@@ -1,8 +1,8 @@
 // MXFP4 expert linear for decode: y = x W^T per expert group, W packed e2m1 with E8M0 per 32.
 //
 // Weights in the device layout (mma_common.cuh): a word of 8 codes becomes 4 half2 of the exact
-// e2m1 values by a table lookup in registers (e2m1_dev_pairs, 11 instructions), the B registers
-// of the group's two k16 mma (m16n8k16 f16, fp32 accumulate) with K in natural order.
+// e2m1 values by a table lookup in registers (e2m1_dev_pairs, 11 instructions), pairing codes
+// (0, 1), (2, 3), (4, 5), (6, 7); the mma (m16n8k16 f16, fp32 accumulate) takes x in natural order.
 // Each 32-wide K group (one E8M0 scale per weight row) is two mma into a fresh fragment, then
 // added times the scale (one fma).
 //
@@ -45,10 +45,9 @@ __device__ __forceinline__ uint32_t h2(float lo, float hi) {
 
 // x rows: ld.global.nc, volatile so the compiler keeps them next to their use (hoisting all of a
 // chunk's x loads ahead of the mma is what made the m > 16 variants spill).
-__device__ __forceinline__ float2 ldg_f2(const float* p) {
-  float2 v;
-  asm volatile("ld.global.nc.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "l"(p));
-  return v;
+__device__ __forceinline__ float4 ldg_f4(const float* p) {
+  const uint4 v = detail::ldg_nc_v4(p);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 
 constexpr int kWarps = 8;
@@ -71,24 +70,21 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int r0 = mt * 16 + g, r1 = r0 + 8;
-      // k = kk + 0, 1 | 8, 9 | 16, 17 | 24, 25 (kk = group start + 2t): the A fragments of the
-      // group's two k16 mma, natural K order like the device-layout weights
-      float2 p[4], q[4];
-#pragma unroll
-      for (int h = 0; h < 4; ++h) p[h] = q[h] = make_float2(0.f, 0.f);
+      float4 p0 = make_float4(0.f, 0.f, 0.f, 0.f), p1 = p0, q0 = p0, q1 = p0;
       if (r0 < m) {
         const float* px = x + int64_t(r0) * K + kk;
-#pragma unroll
-        for (int h = 0; h < 4; ++h) p[h] = ldg_f2(px + 8 * h);
+        p0 = ldg_f4(px);
+        p1 = ldg_f4(px + 4);
       }
       if (!kLow8 && r1 < m) {
         const float* px = x + int64_t(r1) * K + kk;
-#pragma unroll
-        for (int h = 0; h < 4; ++h) q[h] = ldg_f2(px + 8 * h);
+        q0 = ldg_f4(px);
+        q1 = ldg_f4(px + 4);
       }
-      const uint32_t a0 = h2(p[0].x, p[0].y), a2 = h2(p[1].x, p[1].y), a4 = h2(p[2].x, p[2].y), a6 = h2(p[3].x, p[3].y);
-      const uint32_t a1 = kLow8 ? 0u : h2(q[0].x, q[0].y), a3 = kLow8 ? 0u : h2(q[1].x, q[1].y);
-      const uint32_t a5 = kLow8 ? 0u : h2(q[2].x, q[2].y), a7 = kLow8 ? 0u : h2(q[3].x, q[3].y);
+      // physical k: p0 = kk+0..3, p1 = kk+4..7; pairs (0,1), (2,3) | (4,5), (6,7)
+      const uint32_t a0 = h2(p0.x, p0.y), a2 = h2(p0.z, p0.w), a4 = h2(p1.x, p1.y), a6 = h2(p1.z, p1.w);
+      const uint32_t a1 = kLow8 ? 0u : h2(q0.x, q0.y), a3 = kLow8 ? 0u : h2(q0.z, q0.w);
+      const uint32_t a5 = kLow8 ? 0u : h2(q1.x, q1.y), a7 = kLow8 ? 0u : h2(q1.z, q1.w);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
         float cf[4] = {0.f, 0.f, 0.f, 0.f};
@@ -180,7 +176,7 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
              __vcmpeq4(sv[nt].y, 0xffffffffu);
     }
     __syncwarp();  // every lane has its fragments: the stage may be refilled next iteration
-    const int kk0 = (warp + kWarps * i) * 128 + t * 2;
+    const int kk0 = (warp + kWarps * i) * 128 + t * 8;
     // MT = 4 always takes the general path: one variant less keeps its spills at 68 B (136 with both).
     if (MT > 2 || __any_sync(0xffffffffu, odd)) {
       chunk_math<MT, kLow8, false>(acc, wv, sv, gd.x, m, K, kk0, g);
