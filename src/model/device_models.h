@@ -63,7 +63,7 @@ Result<StepTimes> cuda_step_times(Model& m, bool reset);
 /// the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
-  int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows per expert; 0: 8, -1: never
+  int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.

@@ -417,7 +417,7 @@ TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
 
 // CudaTuning changes speed, not bits: with the narrow expert kernel (moe_wide_rows -1), groups of
 // 16 (the default), 32 or 64 rows give bitwise the same logits; the default picks the wide kernels
-// here (>= 8 rows per expert), and its profiled (eager, synchronised) step is bitwise the same as
+// here (>= 32 routed rows), and its profiled (eager, synchronised) step is bitwise the same as
 // its graph steps. Wide against narrow: another fp32 sum order, 1e-6 apart per op (the layer
 // ops test), which FP8 re-quantisation of the next linears' inputs and top-k routing flips grow
 // by the head, as for chunked against one-shot prefill (cuda_v4_model_test): the same bounds,

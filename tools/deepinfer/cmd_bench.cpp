@@ -287,8 +287,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--moe-group-rows", a->tuning.moe_group_rows,
                 "--device cuda: rows per routed-expert group, 16, 32 or 64 (0: the default, 16)");
   b->add_option("--moe-wide-rows", a->tuning.moe_wide_rows,
-                "--device cuda: routed rows per expert from which the wide expert kernels run (0: the default, 8; "
-                "-1: never)");
+                "--device cuda: routed rows (tokens x top-k) of a forward from which the wide expert kernels run "
+                "(0: the default, 32; -1: never)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

@@ -391,13 +391,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   return mark("attn: wo_b, mHC post");
 }
 
-// The wide expert kernels (weights read once per 64 rows) from tuning_.moe_wide_rows routed rows
-// per expert on average (default 8); never in batch-invariant mode, whose sums must not depend on
-// how many rows the step has (the narrow kernel's per-row sum order is fixed).
-bool Forward::use_wide_experts(int64_t routed_rows, int64_t n_experts) const {
+// The wide expert kernels (weights read once per group of up to 64 rows) from
+// tuning_.moe_wide_rows routed rows (tokens x top-k; default 32): the op bench has them ahead from
+// about 2 rows per expert at any expert count, and ahead at 1 row per expert once 64 experts fill
+// the GPU with blocks (6 experts of 1 row: behind). Never in batch-invariant mode, whose sums must
+// not depend on how many rows the step has (the narrow kernel's per-row sum order is fixed).
+bool Forward::use_wide_experts(int64_t routed_rows) const {
   if (c_.numerics.batch_invariant || tuning_.moe_wide_rows < 0) return false;
-  const int64_t from = tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 8;
-  return routed_rows >= from * n_experts;
+  return routed_rows >= (tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 32);
 }
 
 Status Forward::moe(const GpuLayer& L, Acts& a) {
@@ -436,7 +437,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = use_wide_experts(R, E);
+    const bool wide = use_wide_experts(R);
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
     const int gr = wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);

@@ -90,7 +90,7 @@ class Forward {
     int64_t hca_stride;
   };
   Status attend(const GpuLayer& L, cuda::IndexerArgs* x, const AttnIndex& ai, int32_t split, cuda::DecodeAttnArgs& t);
-  bool use_wide_experts(int64_t routed_rows, int64_t n_experts) const;
+  bool use_wide_experts(int64_t routed_rows) const;
   Status moe(const GpuLayer& L, Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
   Status alloc_acts(Acts& a);
