@@ -86,7 +86,7 @@ __device__ __forceinline__ bool foldable(uint32_t s4) {
 // One 128-wide chunk, scales folded into the weights: the mma accumulate straight into acc.
 template <int MT>
 __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
-                                             const uint32_t (&sg)[kNT], uint32_t xs, int lane) {
+                                             const uint32_t (&sg)[kNT], uint32_t xs, int m, int lane) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     uint32_t b[kNT][4];
@@ -98,8 +98,7 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
     }
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
-      // every tile, also those past m (their rows hold stale shared memory; their outputs are
-      // never stored): no branch per tile in the hot loop, and the tensor pipe has room to spare
+      if (mt * 16 >= m) break;  // block-uniform
       const XFrag x = x_frag(xs, mt, j, lane);
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) {
@@ -227,7 +226,7 @@ __global__ void __launch_bounds__(256, 2)
     }
     const uint32_t xs = st + kStageW + kStageS;
     if (fold) {
-      chunk_folded<MT>(acc, wv, sg, xs, lane);
+      chunk_folded<MT>(acc, wv, sg, xs, m, lane);
     } else {
       uint2 sv[kNT];  // the scales of the accumulator's columns: rows 2t, 2t + 1 of each tile
 #pragma unroll
