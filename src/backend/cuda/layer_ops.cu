@@ -496,13 +496,15 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
       const int g = gst[e] + c;
       const int64_t r0 = off[e] + c * group_rows;
       const int m = min(group_rows, cnt[e] - c * group_rows);
+      // a null buffer (the wide kernels' x / g / u / a: they address x16 / a16 by row0) stays null
+      auto at = [r0](auto* base, int64_t cols) { return base ? base + r0 * cols : nullptr; };
       Mxfp4Group a;
-      a.w = p.w1, a.scale = p.s1, a.x = x_perm + r0 * d, a.y = g_perm + r0 * inter, a.m = m;
+      a.w = p.w1, a.scale = p.s1, a.x = at(x_perm, d), a.y = at(g_perm, inter), a.m = m;
       a.row0 = static_cast<int32_t>(r0);
       g13[2 * g] = a;
-      a.w = p.w3, a.scale = p.s3, a.y = u_perm + r0 * inter;
+      a.w = p.w3, a.scale = p.s3, a.y = at(u_perm, inter);
       g13[2 * g + 1] = a;
-      a.w = p.w2, a.scale = p.s2, a.x = a_perm + r0 * inter, a.y = y_perm + r0 * d;
+      a.w = p.w2, a.scale = p.s2, a.x = at(a_perm, inter), a.y = at(y_perm, d);
       g2[g] = a;
     }
   }

@@ -55,8 +55,9 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// expert-sorted order: experts ascending, (token, slot) ascending within one), and the group
 /// lists for mxfp4_linear_grouped (groups of at most group_rows = 16, 32 or 64 rows): groups13
 /// [2 * max_groups] (w1 then w3 of each group: x = x_perm rows, y = g_perm / u_perm rows) and
-/// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. One block, fixed
-/// order: the result depends only on `experts`.
+/// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. x_perm, g_perm,
+/// u_perm and a_perm may be null (the wide kernels take x16 / a16 by row0): their descriptor
+/// pointers are then null. One block, fixed order: the result depends only on `experts`.
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,

@@ -426,10 +426,6 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_ASSIGN_OR_RETURN(int32_t* ex_scratch, buf<int32_t>(kExScratch, Rm));
   DI_ASSIGN_OR_RETURN(float* wts, buf<float>(kWts, Rm));
   DI_ASSIGN_OR_RETURN(int32_t* slot_pos, buf<int32_t>(kSlotPos, Rm));
-  DI_ASSIGN_OR_RETURN(float* xp, buf<float>(kXp, Rm * d));
-  DI_ASSIGN_OR_RETURN(float* gp, buf<float>(kGp, Rm * I));
-  DI_ASSIGN_OR_RETURN(float* up, buf<float>(kUp, Rm * I));
-  DI_ASSIGN_OR_RETURN(float* ap, buf<float>(kAp, Rm * I));
   DI_ASSIGN_OR_RETURN(float* yp, buf<float>(kYp, Rm * d));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g13, buf<dc::Mxfp4Group>(kG13, 2 * int64_t(G)));
   DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g2, buf<dc::Mxfp4Group>(kG2, G));
@@ -442,6 +438,14 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     const int gr = wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
+    // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
+    float *xp = nullptr, *gp = nullptr, *up = nullptr, *ap = nullptr;
+    if (!wide) {
+      DI_ASSIGN_OR_RETURN(xp, buf<float>(kXp, Rm * d));
+      DI_ASSIGN_OR_RETURN(gp, buf<float>(kGp, Rm * I));
+      DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, Rm * I));
+      DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, Rm * I));
+    }
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts, stream_));
