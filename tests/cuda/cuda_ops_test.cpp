@@ -251,6 +251,7 @@ TEST(CudaOps, Mxfp4DeviceLayoutIsABitPermutation) {
       ASSERT_EQ((d >> (4 * c)) & 7u, (w >> (4 * c)) & 7u) << "magnitude of code " << c << " stays";
       const int sign_at = c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3;
       ASSERT_EQ((d >> sign_at) & 1u, (w >> (4 * c + 3)) & 1u) << "sign of code " << c;
+      ASSERT_EQ(dc::mxfp4_dev_code(d, c), (w >> (4 * c)) & 0xfu) << "code " << c;
     }
   }
 }

@@ -154,15 +154,20 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = n
 /// The device layout of one little-endian word of 8 stored codes (code c = nibble c, s|e1 e0|m):
 /// magnitudes stay at bits 4c..4c+2; the sign of code c < 4 moves to bit 8c + 7, of code c >= 4 to
 /// bit 8(c - 4) + 3 (why: mma_common.cuh). Host and device.
+DI_HOST_DEVICE inline int mxfp4_dev_sign_bit(int c) { return c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3; }
 DI_HOST_DEVICE inline uint32_t mxfp4_word_to_device(uint32_t w) {
   uint32_t out = w & 0x77777777u;
-  for (int c = 0; c < 8; ++c) out |= ((w >> (4 * c + 3)) & 1u) << (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3);
+  for (int c = 0; c < 8; ++c) out |= ((w >> (4 * c + 3)) & 1u) << mxfp4_dev_sign_bit(c);
   return out;
+}
+/// Code c (0..7) of a device-layout word as the stored 4-bit code s|e1 e0|m.
+DI_HOST_DEVICE inline uint32_t mxfp4_dev_code(uint32_t w, int c) {
+  return ((w >> (4 * c)) & 7u) | (((w >> mxfp4_dev_sign_bit(c)) & 1u) << 3);
 }
 /// The inverse of mxfp4_word_to_device.
 DI_HOST_DEVICE inline uint32_t mxfp4_word_from_device(uint32_t w) {
-  uint32_t out = w & 0x77777777u;
-  for (int c = 0; c < 8; ++c) out |= ((w >> (c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3)) & 1u) << (4 * c + 3);
+  uint32_t out = 0;
+  for (int c = 0; c < 8; ++c) out |= mxfp4_dev_code(w, c) << (4 * c);
   return out;
 }
 

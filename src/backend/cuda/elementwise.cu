@@ -3,7 +3,6 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/mma_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -101,7 +100,7 @@ __global__ void dequant_mxfp4_kernel(const uint8_t* __restrict__ w, const uint8_
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t n = i / K, k = i % K;
     const uint32_t word = reinterpret_cast<const uint32_t*>(w + n * (K / 2))[k / 8];  // device layout
-    const uint32_t code = detail::e2m1_dev_code(word, static_cast<int>(k % 8));
+    const uint32_t code = mxfp4_dev_code(word, static_cast<int>(k % 8));
     const float s = detail::e8m0_to_float(scale[n * (K / 32) + k / 32]);
     const __nv_bfloat16 b = __float2bfloat16_rn(kLut[code] * s);
     out[i] = *reinterpret_cast<const uint16_t*>(&b);

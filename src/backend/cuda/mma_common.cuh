@@ -54,12 +54,6 @@ __device__ __forceinline__ void e2m1_dev_pairs(uint32_t w, uint32_t l0, uint32_t
   p[2] = __byte_perm(b1, 0u, 0x1404u), p[3] = __byte_perm(b1, 0u, 0x3424u);
 }
 
-/// Code c (0..7) of a device-layout word as the stored 4-bit code s|e1 e0|m.
-__device__ __forceinline__ uint32_t e2m1_dev_code(uint32_t w, int c) {
-  const int sign_bit = c < 4 ? 8 * c + 7 : 8 * (c - 4) + 3;
-  return ((w >> (4 * c)) & 7u) | (((w >> sign_bit) & 1u) << 3);
-}
-
 __device__ __forceinline__ void cp_async16(uint32_t saddr, const void* g) {
   asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;" ::"r"(saddr), "l"(g));
 }

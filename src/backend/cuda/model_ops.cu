@@ -7,7 +7,6 @@
 #include <algorithm>
 
 #include "backend/cuda/lt_plan.cuh"
-#include "backend/cuda/mma_common.cuh"
 #include "backend/cuda/model_ops.h"
 
 namespace deepinfer::cuda {
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(256) mxfp4_to_fp8_kernel(const uint8_t* __rest
         uint32_t packed = 0;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
-          const uint32_t code = detail::e2m1_dev_code(words[wi], 4 * h + j);
+          const uint32_t code = mxfp4_dev_code(words[wi], 4 * h + j);
           const float mag = e2m1_magnitude(code & 7) * mul;
           const float val = (code & 8) ? -mag : mag;
           const uint32_t b = __nv_cvt_float_to_fp8(val, __NV_SATFINITE, __NV_E4M3);

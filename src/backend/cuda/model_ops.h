@@ -24,7 +24,7 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
 bool embed_rows(const uint16_t* table, int64_t V, int64_t d, const int32_t* ids, int64_t T, float* out,
                 int32_t* bad = nullptr, void* stream = nullptr);
 
-/// MXFP4 weight [N, K] (packed e2m1 [N, K/2], low nibble = even column; E8M0 [N, K/32]) ->
+/// MXFP4 weight [N, K] (packed e2m1 [N, K/2] in the device layout, cuda_ops.h; E8M0 [N, K/32]) ->
 /// FP8 E4M3 [N, K] with fp32 scales [N/128, K/128] (the layout fp8_linear_lt takes with
 /// scale_is_f32): per 128x128 tile, scale = 2^(emax - 127 - 6) with emax the tile's largest E8M0
 /// byte, value = e2m1 * 2^(e - emax + 6) rounded to e4m3. Exact while e >= emax - 11 (smaller
