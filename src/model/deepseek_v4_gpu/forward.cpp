@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/layer_ops.h"
@@ -396,9 +397,9 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
 // about 2 rows per expert at any expert count, and ahead at 1 row per expert once 64 experts fill
 // the GPU with blocks (6 experts of 1 row: behind). Never in batch-invariant mode, whose sums must
 // not depend on how many rows the step has (the narrow kernel's per-row sum order is fixed).
-bool Forward::use_wide_experts(int64_t routed_rows) const {
-  if (c_.numerics.batch_invariant || tuning_.moe_wide_rows < 0) return false;
-  return routed_rows >= (tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 32);
+int64_t Forward::wide_experts_from() const {
+  if (c_.numerics.batch_invariant || tuning_.moe_wide_rows < 0) return std::numeric_limits<int64_t>::max();
+  return tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 32;
 }
 
 Status Forward::moe(const GpuLayer& L, Acts& a) {
@@ -433,18 +434,23 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = use_wide_experts(R);
+    const bool wide = R >= wide_experts_from();
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
     const int gr = wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
+    // With the wide kernels on, sized at once for every narrow chunk (below their threshold), so
+    // they grow once: a workspace that moves drops the captured graphs.
     float *xp = nullptr, *gp = nullptr, *up = nullptr, *ap = nullptr;
     if (!wide) {
-      DI_ASSIGN_OR_RETURN(xp, buf<float>(kXp, Rm * d));
-      DI_ASSIGN_OR_RETURN(gp, buf<float>(kGp, Rm * I));
-      DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, Rm * I));
-      DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, Rm * I));
+      const int64_t from = wide_experts_from();
+      const int64_t rows =
+          from == std::numeric_limits<int64_t>::max() ? Rm : std::max(Rm, std::min<int64_t>(from, kMoeChunk * k));
+      DI_ASSIGN_OR_RETURN(xp, buf<float>(kXp, rows * d));
+      DI_ASSIGN_OR_RETURN(gp, buf<float>(kGp, rows * I));
+      DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
+      DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, rows * I));
     }
     if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
       DI_CUDA_TRY(

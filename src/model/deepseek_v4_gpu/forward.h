@@ -90,7 +90,8 @@ class Forward {
     int64_t hca_stride;
   };
   Status attend(const GpuLayer& L, cuda::IndexerArgs* x, const AttnIndex& ai, int32_t split, cuda::DecodeAttnArgs& t);
-  bool use_wide_experts(int64_t routed_rows) const;
+  /// Routed rows (tokens x top-k) of a forward from which the wide expert kernels run (int64 max: never).
+  int64_t wide_experts_from() const;
   Status moe(const GpuLayer& L, Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
   Status alloc_acts(Acts& a);
