@@ -146,11 +146,6 @@ size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
 
 // ---- MXFP4 expert linear for decode (small M per expert) ----
-/// Weight: packed e2m1 [N, K/2] bytes in the DEVICE layout (mxfp4_to_device_layout of the stored
-/// bytes: low nibble = even column, sign bits moved within each 32-bit word), E8M0 scale [N, K/32].
-/// Every MXFP4 op of this backend (these, the wide experts, the dequantisations) takes that layout.
-/// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the
-/// tensor cores: |x| < 65504 required) and y fp32. Requires N % 32 == 0, K % 128 == 0.
 /// The device layout of one little-endian word of 8 stored codes (code c = nibble c, s|e1 e0|m):
 /// magnitudes stay at bits 4c..4c+2; the sign of code c < 4 moves to bit 8c + 7, of code c >= 4 to
 /// bit 8(c - 4) + 3 (why: mma_common.cuh). Host and device.
@@ -174,6 +169,11 @@ DI_HOST_DEVICE inline uint32_t mxfp4_word_from_device(uint32_t w) {
 /// Where column pair q (0..15, columns 2q, 2q+1) of a 32-column group is stored in x16 / a16.
 DI_HOST_DEVICE inline int mxfp4_f16_pair_pos(int q) { return 4 * (q & 3) + (q >> 2); }
 
+/// Weight: packed e2m1 [N, K/2] bytes in the DEVICE layout (mxfp4_to_device_layout of the stored
+/// bytes: low nibble = even column, sign bits moved within each 32-bit word), E8M0 scale [N, K/32].
+/// Every MXFP4 op of this backend (these, the wide experts, the dequantisations) takes that layout.
+/// One group = one expert's y[m, N] = x[m, K] . W^T with x fp32 (rounded to fp16 for the
+/// tensor cores: |x| < 65504 required) and y fp32. Requires N % 32 == 0, K % 128 == 0.
 struct Mxfp4Group {
   const uint8_t* w = nullptr;
   const uint8_t* scale = nullptr;
@@ -206,8 +206,7 @@ bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, co
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream = nullptr);
 /// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-transposed, for the T * k routed slots
-/// (moe_permute in fp16).
-/// Needs d % 8 == 0.
+/// (moe_permute in fp16). Needs d % 32 == 0 (whole 32-column groups).
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,
                      void* stream = nullptr);
 

@@ -19,9 +19,10 @@
 //
 // Variants by max_m: <= 8 (one m tile, rows 8..15 never loaded), <= 16, <= 32 (2 tiles), <= 64
 // (4 tiles); the <= 16 one also takes the <= 8 arithmetic for a group with m <= 8. ptxas (sm_90a,
-// CUDA 13.0): 126 registers, no spills (<= 8) and 128 with a 4-byte spill (<= 16) for the one-tile
-// ones (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight per SM), 255 and
-// no spills at 2 tiles (1 block per SM), 255 with 68 B of spills at 4 tiles (1 block per SM).
+// CUDA 13.0, table-lookup dequantisation): 124 registers (<= 8) and 128 (<= 16), no spills, for
+// the one-tile ones (2 blocks = 16 warps per SM, 2 x 68 KB smem, up to 96 KB of weights in flight
+// per SM), 255 and no spills at 2 tiles (1 block per SM), 255 with 136 B of spills at 4 tiles
+// (1 block per SM).
 // Weight rows must be 16-byte aligned (K % 128 == 0 and a 16-byte aligned base), x 16-byte too.
 #include <atomic>
 
