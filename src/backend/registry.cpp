@@ -5,6 +5,7 @@
 namespace deepinfer::cuda {
 std::vector<std::string> list_devices();
 double measure_copy_bandwidth();
+double measure_fp8_tflops();
 }
 #endif
 
@@ -23,6 +24,14 @@ std::vector<std::string> list_devices() {
 double cuda_copy_bandwidth_gb_s() {
 #if DI_HAS_CUDA
   return cuda::measure_copy_bandwidth();
+#else
+  return 0.0;
+#endif
+}
+
+double cuda_fp8_tflops() {
+#if DI_HAS_CUDA
+  return cuda::measure_fp8_tflops();
 #else
   return 0.0;
 #endif

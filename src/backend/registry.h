@@ -13,5 +13,11 @@ std::vector<std::string> list_devices();
 /// 1 GiB copy, best of 3: cuda::measure_copy_bandwidth in device_info.cu); 0 without the CUDA
 /// backend or a device.
 double cuda_copy_bandwidth_gb_s();
+/// Dense FP8 tensor rate of the current CUDA device in TFLOP/s: the cuBLASLt block-scaled FP8
+/// GEMM of the prefill path (fp8_linear_lt, 128x128 weight / 1x128 activation scales, bf16 out)
+/// at 8192 x 8192 x 8192, best of 10 timed runs after 3 warm-ups (cuda::measure_fp8_tflops in
+/// device_info.cu; ~0.5 GB of buffers, freed before it returns). 0 without the CUDA backend or a
+/// device, or on any failure.
+double cuda_fp8_tflops();
 
 }  // namespace deepinfer

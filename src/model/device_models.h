@@ -1,5 +1,5 @@
 // The device models load_model dispatches to for LoadOptions::device != "cpu". Which file
-// defines load_cuda_model (and the synthetic model and decode-floor helpers below) is chosen in
+// defines load_cuda_model (and the synthetic model and floor helpers below) is chosen in
 // src/model/CMakeLists.txt: model_device_cuda.cpp (the DeepSeek-V4 GPU model,
 // model/deepseek_v4_gpu) when the CUDA backend is built, else model_device_none.cpp (a clear
 // error). No #if outside src/backend.
@@ -14,6 +14,7 @@
 #include "core/result.h"
 #include "core/status.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/prefill_flops.h"
 #include "model/numerics.h"
 
 namespace deepinfer {
@@ -40,6 +41,10 @@ struct DecodeBytes {
 };
 /// DecodeBytes of a model load_cuda_model / synthetic_cuda_model made; an error for other models.
 Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t context);
+
+/// v4::prefill_flops of the config of a model load_cuda_model / synthetic_cuda_model made, for
+/// one prompt of `tokens_per_prompt` tokens (the bench's compute floor); an error for other models.
+Result<v4::PrefillFlops> cuda_prefill_flops(const Model& m, int64_t tokens_per_prompt);
 
 /// Where a CUDA model's forwards spent their wall time, summed since the last reset: host
 /// preparation (inputs packed, state room reserved, uploaded), the device's work (launch to

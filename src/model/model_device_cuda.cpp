@@ -52,6 +52,12 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& model, int64_t batch, int64_t
   return b;
 }
 
+Result<v4::PrefillFlops> cuda_prefill_flops(const Model& model, int64_t tokens_per_prompt) {
+  const auto* m = dynamic_cast<const v4gpu::V4GpuModel*>(&model);
+  if (!m) return Status::invalid_argument("the prefill floor is computed for the deepseek_v4 CUDA model only");
+  return v4::prefill_flops(m->config(), tokens_per_prompt);
+}
+
 Result<StepTimes> cuda_step_times(Model& model, bool reset) {
   auto* m = dynamic_cast<v4gpu::V4GpuModel*>(&model);
   if (!m) return Status::invalid_argument("step times are kept by the deepseek_v4 CUDA model only");

@@ -19,6 +19,10 @@ Result<DecodeBytes> cuda_decode_bytes(const Model&, int64_t, int64_t) {
   return Status::unsupported("the decode floor of a CUDA model needs the CUDA backend");
 }
 
+Result<v4::PrefillFlops> cuda_prefill_flops(const Model&, int64_t) {
+  return Status::unsupported("the prefill floor of a CUDA model needs the CUDA backend");
+}
+
 Result<StepTimes> cuda_step_times(Model&, bool) {
   return Status::unsupported("step times of a CUDA model need the CUDA backend");
 }

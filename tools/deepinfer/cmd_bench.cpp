@@ -5,6 +5,10 @@
 // memory floor next to it: on cpu every checkpoint byte over the measured host copy bandwidth; on
 // cuda DecodeBytes (dense weights once, the batch's expected distinct routed experts, the state
 // read at the mean decode context) over the device copy bandwidth measured in the same run.
+// On cuda prefill gets a compute floor too: batch x v4::prefill_flops(prompt) (every token's
+// linears, attention over its window and compressed rows, the CSA indexer's scores, the head
+// once per prompt) over the FP8 tensor rate measured in the same run (cuda_fp8_tflops: the
+// cuBLASLt block-scaled FP8 GEMM at 8192^3), with the share of that rate the prefill reached.
 // Prompts prefill in chunks (--prefill-chunk); on cuda one-time costs are taken untimed first
 // (--no-warmup: none). Prints a table and optionally
 // writes JSON for bench/results/.
@@ -90,6 +94,8 @@ int run_bench(const BenchArgs& a) {
     return usage_error("--moe-group-rows, --moe-wide-rows, --profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
+  // cuda: the FP8 tensor rate of the prefill floor, also before the model loads (~0.5 GB).
+  const double fp8_tflops = cpu ? 0.0 : cuda_fp8_tflops();
   LoadOptions lo;
   lo.device = a.device;
   Result<std::unique_ptr<Model>> model = Status::internal("no model");
@@ -190,6 +196,16 @@ int run_bench(const BenchArgs& a) {
                    "(window rings, compressed KV kept, indexer keys) at context " +
                    std::to_string(a.prompt_len + a.gen_len / 2) + "; not activations, logits or launch gaps";
   }
+  // cuda: prefill's compute floor, batch x the FLOPs of one prompt over the measured FP8 rate
+  // (none when the rate could not be measured).
+  v4::PrefillFlops pf;
+  double prefill_floor_ms = 0;
+  if (!cpu) {
+    auto r = cuda_prefill_flops(m, a.prompt_len);
+    if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", r.status().to_string().c_str()), 1;
+    pf = *r;
+    if (fp8_tflops > 0) prefill_floor_ms = static_cast<double>(a.batch) * pf.total() / (fp8_tflops * 1e12) * 1e3;
+  }
   StepTimes parts;
   if (!cpu && a.gen_len > 0) {
     auto t = cuda_step_times(m, false);
@@ -199,7 +215,13 @@ int run_bench(const BenchArgs& a) {
   std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", model_name.c_str(),
               a.device.c_str(), (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len,
               (long long)a.gen_len);
-  std::printf("prefill  %10.1f tokens/s  (%.3f s)\n", prefill_tps, prefill_s);
+  if (prefill_floor_ms > 0)
+    std::printf("prefill  %10.1f tokens/s  (%.3f s); floor %.3f ms (%.1f GFLOP / %.1f TFLOP/s) = %.2fx floor, "
+                "%.1f%% of the FP8 rate\n",
+                prefill_tps, prefill_s, prefill_floor_ms, static_cast<double>(a.batch) * pf.total() / 1e9, fp8_tflops,
+                prefill_s * 1e3 / prefill_floor_ms, 100 * prefill_floor_ms / (prefill_s * 1e3));
+  else
+    std::printf("prefill  %10.1f tokens/s  (%.3f s)\n", prefill_tps, prefill_s);
   std::printf("decode   %10.1f tokens/s  step %.3f ms; memory floor %.3f ms (%.1f MB / %.1f GB/s) = %.2fx floor\n",
               decode_tps, step_ms, floor_ms, floor_bytes / 1e6, bw, floor_ms > 0 ? step_ms / floor_ms : 0.0);
   if (!cpu)
@@ -261,6 +283,14 @@ int run_bench(const BenchArgs& a) {
                                      {"seed", a.seed}};
     if (!cpu) j["decode_floor_parts"] = {{"dense_bytes", db.dense}, {"expert_bytes", db.experts},
                                          {"state_bytes", db.state}};
+    // Prefill floor (cuda; null on cpu or when the rate was not measured): prefill_flops is one
+    // prompt's, the floor batch x that over fp8_tflops.
+    j["fp8_tflops"] = fp8_tflops > 0 ? nlohmann::json(fp8_tflops) : nlohmann::json(nullptr);
+    j["prefill_flops"] = cpu ? nlohmann::json(nullptr) : nlohmann::json(pf.total());
+    j["prefill_floor_ms"] = prefill_floor_ms > 0 ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
+    if (!cpu)
+      j["prefill_flops_parts"] = {{"linear", pf.linear}, {"attention", pf.attention}, {"indexer", pf.indexer},
+                                  {"head", pf.head}};
     std::ofstream(a.json_out) << j.dump(2) << '\n';
   }
   return 0;

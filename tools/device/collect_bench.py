@@ -6,7 +6,8 @@
 Each bench file gives a decode row (when it timed decode steps) and a prefill row; the peer file
 (bench/peer_transformers.py's output) adds transformers' tokens/s for the same shapes. Floors are
 the bench's own: decode = bytes a step must move / device copy bandwidth measured in the same run;
-prefill has no floor here (the bench measures no tensor rate), so floor fields are left null.
+prefill (--device cuda) = batch x one prompt's FLOPs / FP8 tensor rate measured in the same run
+(prefill_floor_ms); files without it (cpu, older benches) leave the prefill floor fields null.
 """
 import argparse
 import datetime
@@ -48,11 +49,17 @@ def main():
         b = json.load(open(f))
         model = model_name(b)
         batch, prompt, gen = b["batch"], b["prompt_len"], b["gen_len"]
-        rows.append({"model": model, "phase": "prefill", "batch": batch, "context": prompt,
-                     "tokens_per_s": round(b["prefill_tokens_per_s"], 1),
-                     "step_ms": round(prompt * batch / b["prefill_tokens_per_s"] * 1e3, 3),
-                     "floor_ms": None, "floor_ratio": None,
-                     "peer": peer_for(peer, model, "prefill", batch, prompt), "source": f.split("/")[-1]})
+        prefill_ms = prompt * batch / b["prefill_tokens_per_s"] * 1e3
+        pfloor = b.get("prefill_floor_ms")
+        row = {"model": model, "phase": "prefill", "batch": batch, "context": prompt,
+               "tokens_per_s": round(b["prefill_tokens_per_s"], 1), "step_ms": round(prefill_ms, 3),
+               "floor_ms": round(pfloor, 3) if pfloor else None,
+               "floor_ratio": round(prefill_ms / pfloor, 2) if pfloor else None,
+               "peer": peer_for(peer, model, "prefill", batch, prompt), "source": f.split("/")[-1]}
+        if pfloor:
+            row["flops_per_prompt"] = b.get("prefill_flops")
+            row["fp8_tflops"] = b.get("fp8_tflops")
+        rows.append(row)
         if gen > 0:
             step, floor = b["decode_step_ms"], b["decode_floor_ms"]
             row = {"model": model, "phase": "decode", "batch": batch, "context": prompt + gen // 2,

@@ -1,11 +1,14 @@
-// CUDA device discovery for the backend registry. The CUDA op set arrives with issue D; this
-// target exists so every build with nvcc compiles CUDA code (CI has nvcc, no GPU).
+// CUDA device discovery for the backend registry, and the two device rates `deepinfer bench`
+// puts its floors on (copy bandwidth, FP8 tensor rate), measured in the same run.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/layer_ops.h"
 
 namespace deepinfer::cuda {
 
@@ -50,6 +53,53 @@ double measure_copy_bandwidth() {
   if (b) cudaFree(b);
   cudaGetLastError();  // a failed allocation must not stay as the next call's error
   return best;
+}
+
+// Dense FP8 tensor rate of the current device (TFLOP/s): y[n, n] = x . W^T at n = 8192 through
+// fp8_linear_lt (the prefill path's block-scaled cuBLASLt GEMM), random E4M3 weight with E8M0
+// 128x128 scales, a bf16 activation quantised by quantize_act_fp8_t, bf16 out; best of 10 runs
+// timed with events after 3 warm-ups (the first builds the cuBLASLt plan; a plan for this shape
+// stays in the process's cache). As bench/cuda_model/floors.cpp measure_fp8_rate, with buffers of
+// its own (cudaMalloc, ~0.5 GB, freed). 0 on failure (no device, no memory, no cuBLASLt algorithm).
+double measure_fp8_tflops() {
+  const int64_t n = 8192, nb = n / 128;
+  const size_t nn = static_cast<size_t>(n) * static_cast<size_t>(n), nbb = static_cast<size_t>(nb * nb);
+  if (!device_available()) return 0;
+  uint8_t *wd = nullptr, *ws = nullptr, *q = nullptr;
+  float *wf = nullptr, *qs = nullptr;
+  uint16_t *x = nullptr, *y = nullptr;
+  void* lt_ws = nullptr;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  double best = 0;
+  bool ok = cudaMalloc(&wd, nn) == cudaSuccess && cudaMalloc(&ws, nbb) == cudaSuccess &&
+            cudaMalloc(&wf, nbb * sizeof(float)) == cudaSuccess && cudaMalloc(&x, nn * 2) == cudaSuccess &&
+            cudaMalloc(&q, nn) == cudaSuccess && cudaMalloc(&qs, nn / 128 * sizeof(float)) == cudaSuccess &&
+            cudaMalloc(&y, nn * 2) == cudaSuccess &&
+            cudaMalloc(&lt_ws, fp8_linear_lt_workspace_bytes()) == cudaSuccess &&
+            cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess;
+  Fp8Weight w;
+  w.data = wd, w.scale = ws, w.n = n, w.k = n;
+  ok = ok && fill_random(wd, n * n, RandomKind::kE4M3, 1.f, 0.f, 11) &&
+       fill_random(ws, nb * nb, RandomKind::kE8M0, 120, 122, 12) && fp8_scales_to_f32(w, wf);
+  w.scale = wf, w.scale_is_f32 = true;
+  ok = ok && fill_random(x, n * n, RandomKind::kBf16, 1.f, 0.f, 13) && quantize_act_fp8_t(x, true, n, n, q, qs);
+  for (int rep = 0; ok && rep < 3; ++rep) ok = fp8_linear_lt(q, qs, n, w, y, true, lt_ws);
+  ok = ok && cudaDeviceSynchronize() == cudaSuccess;
+  for (int rep = 0; ok && rep < 10; ++rep) {
+    float ms = 0;
+    ok = cudaEventRecord(e0) == cudaSuccess && fp8_linear_lt(q, qs, n, w, y, true, lt_ws) &&
+         cudaEventRecord(e1) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess && ms > 0;
+    if (ok) best = std::max(best, 2.0 * static_cast<double>(n) * n * n / (ms * 1e-3) / 1e12);
+  }
+  cudaDeviceSynchronize();  // nothing of ours may still run when the buffers go
+  if (e0) cudaEventDestroy(e0);
+  if (e1) cudaEventDestroy(e1);
+  for (void* p : {static_cast<void*>(wd), static_cast<void*>(ws), static_cast<void*>(wf), static_cast<void*>(x),
+                  static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y), lt_ws})
+    if (p) cudaFree(p);
+  cudaGetLastError();
+  return ok ? best : 0.0;
 }
 
 }  // namespace deepinfer::cuda
