@@ -78,10 +78,12 @@ struct Fp8Weight {
   bool scale_is_f32 = false;
   int64_t n = 0, k = 0;
 };
-/// Workspace bytes fp8_linear needs for these shapes (0 when none).
+/// Workspace bytes fp8_linear needs for these shapes: 0 today (the decode path's split-K sums
+/// meet in distributed shared memory); kept so callers need not change if a path needs one.
 size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K);
-/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split, fixed-order
-/// reduce) or the tiled path (M > 64: 128x128x128 tiles, 3-stage cp.async pipeline).
+/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split (from N and K
+/// only) over one thread-block cluster, fixed-order sums) or the tiled path (M > 64: 128x128x128
+/// tiles, 3-stage cp.async pipeline).
 bool fp8_linear(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
                 void* stream = nullptr);
 /// The two paths, callable directly (tests check both on every shape).
@@ -89,6 +91,13 @@ bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8W
                        void* workspace, void* stream = nullptr);
 bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
                       void* stream = nullptr);
+/// `groups` products over one weight tensor in one launch of the decode path (V4's grouped wo_a):
+/// w holds all groups' rows [G*N, K] (N = w.n / G, a multiple of 128; K = w.k); group g takes
+/// columns [g*K, (g+1)*K) of x's rows ([M, G*K] quantised as whole rows: quantize_act_fp8 over
+/// G*K columns) and weight rows [g*N, (g+1)*N), and writes y's columns [g*N, (g+1)*N) (y [M, G*N]).
+/// M <= 64. The split over K follows from (G*N, K): fixed for a shape, never from M.
+bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,
+                               float* y, void* stream = nullptr);
 
 // ---- FP8 block-scaled GEMM through cuBLASLt (SM90 block scaling; the prefill path) ----
 /// Like quantize_act_fp8, but the scales are written K-block-major ("M-major"), the layout
@@ -105,6 +114,11 @@ size_t fp8_linear_lt_workspace_bytes();
 /// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm.
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
                    void* workspace, void* stream = nullptr);
+/// fp8_linear_lt with row strides: x rows ldx bytes apart (>= K, % 16), y rows ldy elements apart
+/// (>= N), e.g. one group of a grouped product: x = a column block of wider rows, xs_t = that
+/// block's scale rows (scales_t + first K block * M), y = a column block of wider output rows.
+bool fp8_linear_lt_strided(const uint8_t* xq, int64_t ldx, const float* xs_t, int64_t M, const Fp8Weight& w, void* y,
+                           int64_t ldy, bool y_bf16, void* workspace, void* stream = nullptr);
 
 // ---- V4 decode attention (one query token per sequence) ----
 /// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest

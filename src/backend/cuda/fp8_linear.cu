@@ -6,6 +6,8 @@
 // product is unchanged and every fragment load is one 16-byte access.
 // Scales: one per 128 along K for x, per 128x128 tile for W; each 128-wide K block is
 // accumulated in a fresh fp32 fragment, then added to the result times sx * sw.
+#include <cooperative_groups.h>
+
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
@@ -13,6 +15,7 @@ namespace deepinfer::cuda {
 using detail::as_stream;
 using detail::check_launch;
 using detail::fail;
+namespace cg = cooperative_groups;
 
 namespace {
 
@@ -30,18 +33,37 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 }
 
 // ---------------- decode path: weight streaming, M <= 16 * MT ----------------
-// grid (N/8, ksplit), 8 warps; warp slice s = blockIdx.y*8 + warp takes K blocks s, s+S, ...
+// One launch computes G groups (blockIdx.z; G = 1 for a plain linear): group g multiplies x's
+// columns [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's
+// grouped wo_a in one launch). grid (N/8, ksplit, G), 8 warps; warp slice s = blockIdx.y*8 + warp
+// takes K blocks s, s+S, ... . The 8 warps' sums are added in warp order in shared memory; with
+// ksplit > 1 the ksplit blocks of a tile form one thread-block cluster and block 0 adds the
+// blocks' sums in block order through distributed shared memory (no workspace, no second
+// launch; the same sums in the same order as the former partials + reduce kernel).
+struct SkinnyArgs {
+  const uint8_t* xq;
+  const float* xs;
+  int64_t ldx, ldxs;  // x row stride (bytes), scale row stride (floats)
+  const uint8_t* w;
+  const void* wsc;
+  bool wsc_f32;
+  int M, N, K;  // per group
+  float* y;
+  int64_t ldy;
+};
+
 template <int MT>
-__global__ void __launch_bounds__(256) fp8_skinny_kernel(const uint8_t* __restrict__ xq, const float* __restrict__ xs,
-                                                         int M, const uint8_t* __restrict__ w,
-                                                         const void* __restrict__ wsc, bool wsc_f32, int N, int K,
-                                                         float* __restrict__ out) {
+__global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
   __shared__ float red[8][MT * 16][8];
+  __shared__ float part[MT * 16][8];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int n0 = blockIdx.x * 8;
+  const int grp = blockIdx.z, n0 = blockIdx.x * 8, wn0 = grp * a.N + n0, M = a.M, K = a.K;
   const int nkb = K / 128;
   const int S = gridDim.y * 8;
-  const uint8_t* wrow = w + int64_t(n0 + g) * K + t * 16;
+  const uint8_t* xq = a.xq + int64_t(grp) * K;
+  const float* xs = a.xs + int64_t(grp) * nkb;
+  const uint8_t* wrow = a.w + int64_t(wn0 + g) * K + t * 16;
+  const int64_t wsrow = int64_t(wn0 / 128) * nkb;
   float acc[MT][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
@@ -55,28 +77,28 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(const uint8_t* __restri
     wc1 = detail::ldg_nc_v4(wrow + kb * 128 + 64);
   }
   for (; kb < nkb; kb += S) {
-    uint4 wn0 = make_uint4(0, 0, 0, 0), wn1 = wn0;
+    uint4 wn0v = make_uint4(0, 0, 0, 0), wn1v = wn0v;
     if (kb + S < nkb) {  // prefetch the next block of this warp
-      wn0 = detail::ldg_nc_v4(wrow + (kb + S) * 128);
-      wn1 = detail::ldg_nc_v4(wrow + (kb + S) * 128 + 64);
+      wn0v = detail::ldg_nc_v4(wrow + (kb + S) * 128);
+      wn1v = detail::ldg_nc_v4(wrow + (kb + S) * 128 + 64);
     }
-    const float sw = wscale(wsc, wsc_f32, int64_t(n0 / 128) * nkb + kb);
+    const float sw = wscale(a.wsc, a.wsc_f32, wsrow + kb);
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int r0 = mt * 16 + g, r1 = r0 + 8;
       uint4 a00 = make_uint4(0, 0, 0, 0), a01 = a00, a10 = a00, a11 = a00;
       float s0 = 0.f, s1 = 0.f;
       if (r0 < M) {
-        const uint8_t* p = xq + int64_t(r0) * K + kb * 128 + t * 16;
+        const uint8_t* p = xq + int64_t(r0) * a.ldx + kb * 128 + t * 16;
         a00 = *reinterpret_cast<const uint4*>(p);
         a01 = *reinterpret_cast<const uint4*>(p + 64);
-        s0 = xs[int64_t(r0) * nkb + kb];
+        s0 = xs[int64_t(r0) * a.ldxs + kb];
       }
       if (r1 < M) {
-        const uint8_t* p = xq + int64_t(r1) * K + kb * 128 + t * 16;
+        const uint8_t* p = xq + int64_t(r1) * a.ldx + kb * 128 + t * 16;
         a10 = *reinterpret_cast<const uint4*>(p);
         a11 = *reinterpret_cast<const uint4*>(p + 64);
-        s1 = xs[int64_t(r1) * nkb + kb];
+        s1 = xs[int64_t(r1) * a.ldxs + kb];
       }
       float c[4] = {0.f, 0.f, 0.f, 0.f};
       mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, wc0.x, wc0.y);
@@ -88,8 +110,8 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(const uint8_t* __restri
       acc[mt][2] = fmaf(c[2], s1 * sw, acc[mt][2]);
       acc[mt][3] = fmaf(c[3], s1 * sw, acc[mt][3]);
     }
-    wc0 = wn0;
-    wc1 = wn1;
+    wc0 = wn0v;
+    wc1 = wn1v;
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -99,23 +121,36 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(const uint8_t* __restri
     red[warp][mt * 16 + g + 8][2 * t + 1] = acc[mt][3];
   }
   __syncthreads();
+  float* yg = a.y + int64_t(grp) * a.N + n0;
+  const bool split = gridDim.y > 1;
   for (int i = threadIdx.x; i < MT * 16 * 8; i += 256) {
     const int r = i / 8, c = i % 8;
     if (r >= M) continue;
     float s = 0.f;
 #pragma unroll
     for (int k = 0; k < 8; ++k) s += red[k][r][c];  // fixed order
-    out[(int64_t(blockIdx.y) * M + r) * N + n0 + c] = s;
+    if (split) {
+      part[r][c] = s;
+    } else {
+      yg[int64_t(r) * a.ldy + c] = s;
+    }
   }
+  if (!split) return;
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();  // every block's part[] written
+  if (blockIdx.y == 0) {
+    for (int i = threadIdx.x; i < MT * 16 * 8; i += 256) {
+      const int r = i / 8, c = i % 8;
+      if (r >= M) continue;
+      float s = 0.f;
+      for (int k = 0; k < int(gridDim.y); ++k) s += cluster.map_shared_rank(&part[0][0], k)[i];  // fixed order
+      yg[int64_t(r) * a.ldy + c] = s;
+    }
+  }
+  cluster.sync();  // block 0 has read every part[] before any block exits
 }
 
-__global__ void splitk_reduce_kernel(const float* __restrict__ part, int ksplit, int64_t MN, float* __restrict__ y) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < MN; i += int64_t(gridDim.x) * blockDim.x) {
-    float s = 0.f;
-    for (int k = 0; k < ksplit; ++k) s += part[k * MN + i];  // fixed order
-    y[i] = s;
-  }
-}
+constexpr int kMaxCluster = 8;  // portable thread-block cluster size
 
 // The split depends on N and K only (never on M): batch-invariant reduction order.
 int skinny_ksplit(int64_t N, int64_t K) {
@@ -123,6 +158,7 @@ int skinny_ksplit(int64_t N, int64_t K) {
   int64_t ks = (1056 + tiles - 1) / tiles;
   const int64_t cap = nkb / 8 > 0 ? nkb / 8 : 1;
   if (ks > cap) ks = cap;
+  if (ks > kMaxCluster) ks = kMaxCluster;  // the split is one thread-block cluster
   if (ks < 1) ks = 1;
   return static_cast<int>(ks);
 }
@@ -248,37 +284,53 @@ bool check_shapes(const char* what, int64_t M, const Fp8Weight& w) {
 
 }  // namespace
 
-size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K) {
-  if (M > 64) return 0;
-  const int ks = skinny_ksplit(N, K);
-  return ks > 1 ? size_t(ks) * size_t(M) * size_t(N) * sizeof(float) : 0;
+size_t fp8_linear_workspace_bytes(int64_t, int64_t, int64_t) { return 0; }
+
+namespace {
+
+bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
+  const int ks = skinny_ksplit(int64_t(a.N) * groups, a.K);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8), static_cast<unsigned>(ks), static_cast<unsigned>(groups));
+  cfg.blockDim = dim3(256);
+  cfg.stream = as_stream(stream);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = static_cast<unsigned>(ks), attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = ks > 1 ? 1 : 0;
+  cudaError_t e;
+  if (a.M <= 16)
+    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<1>, a);
+  else if (a.M <= 32)
+    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<2>, a);
+  else
+    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<4>, a);
+  return detail::check(e, "fp8_skinny_kernel");
 }
 
-bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
+}  // namespace
+
+bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void*,
                        void* stream) {
   if (!check_shapes("fp8_linear_skinny", M, w)) return false;
   if (M > 64) return fail("fp8_linear_skinny: M > 64");
   if (M == 0) return true;
-  const int ks = skinny_ksplit(w.n, w.k);
-  if (ks > 1 && !workspace) return fail("fp8_linear_skinny: workspace required");
-  float* out = ks > 1 ? static_cast<float*>(workspace) : y;
-  const dim3 grid(static_cast<unsigned>(w.n / 8), static_cast<unsigned>(ks));
-  const cudaStream_t s = as_stream(stream);
-  const int m = static_cast<int>(M), n = static_cast<int>(w.n), k = static_cast<int>(w.k);
-  if (M <= 16)
-    fp8_skinny_kernel<1><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
-  else if (M <= 32)
-    fp8_skinny_kernel<2><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
-  else
-    fp8_skinny_kernel<4><<<grid, 256, 0, s>>>(xq, xs, m, w.data, w.scale, w.scale_is_f32, n, k, out);
-  if (!check_launch("fp8_skinny_kernel")) return false;
-  if (ks > 1) {
-    const int64_t mn = M * w.n;
-    const int blocks = static_cast<int>((mn + 255) / 256 < 1024 ? (mn + 255) / 256 : 1024);
-    splitk_reduce_kernel<<<blocks, 256, 0, s>>>(out, ks, mn, y);
-    if (!check_launch("splitk_reduce_kernel")) return false;
-  }
-  return true;
+  const SkinnyArgs a{xq, xs, w.k, w.k / 128, w.data, w.scale, w.scale_is_f32,
+                     static_cast<int>(M), static_cast<int>(w.n), static_cast<int>(w.k), y, w.n};
+  return launch_skinny(a, 1, stream);
+}
+
+bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,
+                               float* y, void* stream) {
+  if (!check_shapes("fp8_linear_grouped_skinny", M, w)) return false;
+  if (M > 64) return fail("fp8_linear_grouped_skinny: M > 64");
+  if (groups < 1 || w.n % (int64_t(groups) * 128)) return fail("fp8_linear_grouped_skinny: N / groups must be a multiple of 128");
+  if (M == 0) return true;
+  const int64_t n = w.n / groups;
+  const SkinnyArgs a{xq, xs, w.k * groups, w.k / 128 * groups, w.data, w.scale, w.scale_is_f32,
+                     static_cast<int>(M), static_cast<int>(n), static_cast<int>(w.k), y, w.n};
+  return launch_skinny(a, groups, stream);
 }
 
 bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* stream) {

@@ -46,9 +46,9 @@ struct Forward::SeqIdx {
 struct Forward::Acts {
   int64_t T = 0, max_n = 0, Nd = 0;  // rows, longest chunk, decoding sequences (rows 0..Nd-1)
   int32_t *ids, *pos;
-  float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa, *oa2, *f, *h, *sg, *su, *sa, *sy;
+  float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa2, *f, *h, *sg, *su, *sa, *sy;
   void* hcws;
-  uint16_t *q16, *kv16, *ao, *operm;
+  uint16_t *q16, *kv16, *ao;
   // head
   int64_t head_rows = 0;
   std::vector<int64_t> head_off;  // first logits row of each run (processing order)
@@ -82,6 +82,38 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     return Status::ok();
   }
   return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane);
+}
+
+Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
+  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0) return false;
+  const int64_t K = W.k, N = W.n / G;
+  const bool lt = M >= kLtMinRows;
+  const auto key = std::make_tuple(M, -W.n, K);  // the strided plan of one group (all groups share it)
+  if ((lt && lt_missing_.count(key)) || (!lt && M > 64)) return false;
+  DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
+  DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
+  if (!lt) {  // one quantisation and one launch for every group
+    DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
+    DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, W.fp8_rows(0, W.n), static_cast<int>(G), y, stream_));
+    return true;
+  }
+  // One quantisation (scales K-block-major: group g's are rows g*K/128.. of it), then one
+  // cuBLASLt GEMM per group on column blocks of x and y (no transposes), spread over the lanes.
+  DI_CUDA_TRY(dc::quantize_act_fp8_t(x, true, M, G * K, q8, qs, stream_));
+  DI_TRY(fork(kLanes));
+  for (int64_t g = 0; g < G; ++g) {
+    const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
+    DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
+    if (!dc::fp8_linear_lt_strided(q8 + g * K, G * K, qs + g * (K / 128) * M, M, W.lt_rows(g * N, N), y + g * N,
+                                   G * N, false, lws, st(lane))) {
+      if (g > 0) return Status::internal("grouped FP8 linear: " + dc::last_error());  // one plan for all groups
+      lt_missing_.insert(key);
+      DI_TRY(join(kLanes));
+      return false;
+    }
+  }
+  DI_TRY(join(kLanes));
+  return true;
 }
 
 // bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
@@ -376,17 +408,23 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_TRY(mark("attn: attention (top-k select + sparse attention)"));
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
-  DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, a.operm, stream_));
-  // The G group GEMMs are independent and each small (o_lora_rank rows: a few dozen CTAs): spread
-  // over the main stream and the side lanes (each with its own workspaces), joined before wo_b.
-  DI_TRY(fork(kLanes));
-  for (int64_t g = 0; g < G; ++g) {
-    const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
-    DI_TRY(linear(a.operm + g * T * gk, true, T, L.wo_a, g * OR, OR, a.oa + g * T * OR, lane));
+  DI_ASSIGN_OR_RETURN(const bool grouped, linear_grouped(a.ao, T, L.wo_a, G, a.oa2));
+  if (!grouped) {
+    // One GEMM per group on transposed copies. The G group GEMMs are independent and each small
+    // (o_lora_rank rows: a few dozen CTAs): spread over the main stream and the side lanes (each
+    // with its own workspaces), joined before wo_b.
+    DI_ASSIGN_OR_RETURN(uint16_t* operm, buf<uint16_t>(kOperm, T * H * D));
+    DI_ASSIGN_OR_RETURN(float* oa, buf<float>(kOa, T * G * OR));
+    DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, operm, stream_));
+    DI_TRY(fork(kLanes));
+    for (int64_t g = 0; g < G; ++g) {
+      const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
+      DI_TRY(linear(operm + g * T * gk, true, T, L.wo_a, g * OR, OR, oa + g * T * OR, lane));
+    }
+    DI_TRY(join(kLanes));
+    DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));
   }
-  DI_TRY(join(kLanes));
-  DI_TRY(mark("attn: grouped wo_a (one GEMM per group, over the lanes)"));
-  DI_CUDA_TRY(dc::swap01(a.oa, G, T, OR, 4, a.oa2, stream_));
+  DI_TRY(mark("attn: grouped wo_a"));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return mark("attn: wo_b, mHC post");
@@ -565,8 +603,6 @@ Status Forward::alloc_acts(Acts& a) {
   DI_ASSIGN_OR_RETURN(a.kv16, buf<uint16_t>(kKv16, T * D));
   DI_ASSIGN_OR_RETURN(a.qidx, buf<float>(kQidx, T * std::max<int64_t>(c_.index_n_heads * c_.index_head_dim, 1)));
   DI_ASSIGN_OR_RETURN(a.ao, buf<uint16_t>(kAo, T * H * D));
-  DI_ASSIGN_OR_RETURN(a.operm, buf<uint16_t>(kOperm, T * H * D));
-  DI_ASSIGN_OR_RETURN(a.oa, buf<float>(kOa, T * G * OR));
   DI_ASSIGN_OR_RETURN(a.oa2, buf<float>(kOa2, T * G * OR));
   DI_ASSIGN_OR_RETURN(a.f, buf<float>(kF, T * d));
   DI_ASSIGN_OR_RETURN(a.h, buf<float>(kH, T * d));
