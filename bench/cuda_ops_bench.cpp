@@ -15,6 +15,7 @@
 #include <ctime>
 #include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
@@ -463,6 +464,45 @@ void write_json(const char* path, const char* rev, const std::string& cmd) {
 
 }  // namespace
 
+// V4's grouped wo_a (G groups of N rows over K columns each) in one launch of the decode path.
+void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
+  const size_t wbytes = size_t(G) * N * K + size_t(G) * (N / 128) * (K / 128);
+  const int sets = rotation(wbytes);
+  std::vector<uint8_t*> w(sets), sc(sets);
+  for (int i = 0; i < sets; ++i) {
+    w[i] = static_cast<uint8_t*>(dalloc(size_t(G) * N * K));
+    std::vector<uint8_t> hs(size_t(G) * (N / 128) * (K / 128), 120);
+    sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
+    CK(cudaMemcpy(sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
+  }
+  for (int M : ms_) {
+    uint8_t* q = static_cast<uint8_t*>(dalloc(size_t(M) * G * K));
+    float* qs = static_cast<float*>(dalloc(size_t(M) * G * K / 128 * 4));
+    std::vector<float> ones(size_t(M) * G * K / 128, 1.f);
+    CK(cudaMemcpy(qs, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(q, 0x38, size_t(M) * G * K));
+    float* y = static_cast<float*>(dalloc(size_t(M) * G * N * 4));
+    Row r;
+    r.op = "fp8_gemm/dec-grouped";
+    r.shape = std::to_string(G) + "x" + std::to_string(N) + "x" + std::to_string(K);
+    r.m = M;
+    r.groups = G;
+    r.ms = time_graph(std::max(sets, 20), [&](int i) {
+      OK(dc::fp8_linear_grouped_skinny(q, qs, M, {w[i % sets], sc[i % sets], false, int64_t(G) * N, K}, G, y,
+                                       g_stream));
+    });
+    r.bytes = double(wbytes) + double(M) * G * K + double(M) * G * N * 4;
+    r.flops = 2.0 * M * G * N * double(K);
+    r.peak = g_fp8_peak;
+    report(r);
+    for (void* p : {static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y)}) CK(cudaFree(p));
+  }
+  for (int i = 0; i < sets; ++i) {
+    CK(cudaFree(w[i]));
+    CK(cudaFree(sc[i]));
+  }
+}
+
 int main(int argc, char** argv) {
   if (!dc::device_available()) {
     std::printf("no CUDA device: nothing to measure\n");
@@ -476,12 +516,23 @@ int main(int argc, char** argv) {
   g_blas_ws = dalloc(size_t(64) << 20);
   cublasSetWorkspace(g_blas, g_blas_ws, size_t(64) << 20);
   measure_ceilings();
-  // argv[3] "moe": the routed-expert paths only; "moe:E:m": one of them (E experts, m rows each)
+  // argv[3] "moe": the routed-expert paths only; "moe:E:m": one of them (E experts, m rows each);
+  // "fp8dec": the FP8 decode path (M <= 16) at the V4 shapes, and the grouped wo_a
   const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<int> dec = {1, 8, 32, 64};
   int one_e = 0, one_m = 0;
   if (std::sscanf(only.c_str(), "moe:%d:%d", &one_e, &one_m) == 2) {
     bench_moe_paths(one_e, one_m);
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  if (only == "fp8dec") {  // the FP8 decode path alone
+    const std::vector<int> small = {1, 8, 16};
+    for (auto [name, N, K] : std::vector<std::tuple<const char*, int, int>>{
+             {"wq_a", 1024, 4096}, {"wkv", 512, 4096}, {"wo_b", 4096, 8192}, {"wq_b", 32768, 1024},
+             {"shared.w1", 2048, 4096}, {"shared.w2", 4096, 2048}})
+      bench_fp8(name, N, K, small);
+    bench_fp8_grouped(8, 1024, 4096, small);
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }

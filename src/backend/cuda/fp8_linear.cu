@@ -8,6 +8,8 @@
 // accumulated in a fresh fp32 fragment, then added to the result times sx * sw.
 #include <cooperative_groups.h>
 
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
@@ -35,11 +37,14 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 // ---------------- decode path: weight streaming, M <= 16 * MT ----------------
 // One launch computes G groups (blockIdx.z; G = 1 for a plain linear): group g multiplies x's
 // columns [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's
-// grouped wo_a in one launch). grid (N/8, ksplit, G), 8 warps; warp slice s = blockIdx.y*8 + warp
-// takes K blocks s, s+S, ... . The 8 warps' sums are added in warp order in shared memory; with
+// grouped wo_a in one launch). grid (N/8/TB, ksplit, G), 8 warps: a block holds TB tiles of 8
+// weight rows, 8/TB warps per tile; warp slice s = blockIdx.y * (8/TB) + its index in the tile
+// takes K blocks s, s+S, ... (S = ksplit * 8/TB) in order, with the weights of U blocks in flight
+// (bandwidth needs bytes in flight: a warp with one 1 KB load at a time left the kernel at ~40%
+// of the copy rate). A tile's warp sums are added in warp order in shared memory; with
 // ksplit > 1 the ksplit blocks of a tile form one thread-block cluster and block 0 adds the
-// blocks' sums in block order through distributed shared memory (no workspace, no second
-// launch; the same sums in the same order as the former partials + reduce kernel).
+// blocks' sums in block order through distributed shared memory (no workspace, no second launch).
+// TB, ksplit follow from (G*N, K) alone, so a row's sums never depend on M.
 struct SkinnyArgs {
   const uint8_t* xq;
   const float* xs;
@@ -52,14 +57,19 @@ struct SkinnyArgs {
   int64_t ldy;
 };
 
-template <int MT>
+constexpr int kSkinnyInFlight = 4;  // K blocks (1 KB of weights each per warp) in flight per warp
+
+template <int MT, int TB>
 __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
+  constexpr int WK = 8 / TB, U = kSkinnyInFlight;
   __shared__ float red[8][MT * 16][8];
-  __shared__ float part[MT * 16][8];
+  __shared__ float part[TB][MT * 16][8];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int grp = blockIdx.z, n0 = blockIdx.x * 8, wn0 = grp * a.N + n0, M = a.M, K = a.K;
+  const int tile = warp / WK, grp = blockIdx.z, M = a.M, K = a.K;
+  const int n0 = (blockIdx.x * TB + tile) * 8, wn0 = grp * a.N + n0;
   const int nkb = K / 128;
-  const int S = gridDim.y * 8;
+  const int S = gridDim.y * WK, s0 = blockIdx.y * WK + warp % WK;
+  const int mine = s0 < nkb ? (nkb - s0 + S - 1) / S : 0;  // this warp's K blocks s0, s0 + S, ...
   const uint8_t* xq = a.xq + int64_t(grp) * K;
   const float* xs = a.xs + int64_t(grp) * nkb;
   const uint8_t* wrow = a.w + int64_t(wn0 + g) * K + t * 16;
@@ -70,48 +80,57 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
 
-  int kb = blockIdx.y * 8 + warp;
-  uint4 wc0 = make_uint4(0, 0, 0, 0), wc1 = wc0;
-  if (kb < nkb) {
-    wc0 = detail::ldg_nc_v4(wrow + kb * 128);
-    wc1 = detail::ldg_nc_v4(wrow + kb * 128 + 64);
-  }
-  for (; kb < nkb; kb += S) {
-    uint4 wn0v = make_uint4(0, 0, 0, 0), wn1v = wn0v;
-    if (kb + S < nkb) {  // prefetch the next block of this warp
-      wn0v = detail::ldg_nc_v4(wrow + (kb + S) * 128);
-      wn1v = detail::ldg_nc_v4(wrow + (kb + S) * 128 + 64);
-    }
-    const float sw = wscale(a.wsc, a.wsc_f32, wsrow + kb);
+  uint4 wc[U][2];
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-      const int r0 = mt * 16 + g, r1 = r0 + 8;
-      uint4 a00 = make_uint4(0, 0, 0, 0), a01 = a00, a10 = a00, a11 = a00;
-      float s0 = 0.f, s1 = 0.f;
-      if (r0 < M) {
-        const uint8_t* p = xq + int64_t(r0) * a.ldx + kb * 128 + t * 16;
-        a00 = *reinterpret_cast<const uint4*>(p);
-        a01 = *reinterpret_cast<const uint4*>(p + 64);
-        s0 = xs[int64_t(r0) * a.ldxs + kb];
-      }
-      if (r1 < M) {
-        const uint8_t* p = xq + int64_t(r1) * a.ldx + kb * 128 + t * 16;
-        a10 = *reinterpret_cast<const uint4*>(p);
-        a11 = *reinterpret_cast<const uint4*>(p + 64);
-        s1 = xs[int64_t(r1) * a.ldxs + kb];
-      }
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
-      mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, wc0.x, wc0.y);
-      mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, wc0.z, wc0.w);
-      mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, wc1.x, wc1.y);
-      mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, wc1.z, wc1.w);
-      acc[mt][0] = fmaf(c[0], s0 * sw, acc[mt][0]);
-      acc[mt][1] = fmaf(c[1], s0 * sw, acc[mt][1]);
-      acc[mt][2] = fmaf(c[2], s1 * sw, acc[mt][2]);
-      acc[mt][3] = fmaf(c[3], s1 * sw, acc[mt][3]);
+  for (int u = 0; u < U; ++u) {
+    wc[u][0] = wc[u][1] = make_uint4(0, 0, 0, 0);
+    if (u < mine) {
+      const uint8_t* p = wrow + (s0 + u * S) * 128;
+      wc[u][0] = detail::ldg_nc_v4(p);
+      wc[u][1] = detail::ldg_nc_v4(p + 64);
     }
-    wc0 = wn0v;
-    wc1 = wn1v;
+  }
+  for (int i0 = 0; i0 < mine; i0 += U) {
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int i = i0 + u;
+      if (i >= mine) break;
+      const int kb = s0 + i * S;
+      const uint4 w0 = wc[u][0], w1 = wc[u][1];
+      if (i + U < mine) {  // refill this slot with the warp's block U ahead
+        const uint8_t* p = wrow + (kb + U * S) * 128;
+        wc[u][0] = detail::ldg_nc_v4(p);
+        wc[u][1] = detail::ldg_nc_v4(p + 64);
+      }
+      const float sw = wscale(a.wsc, a.wsc_f32, wsrow + kb);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        const int r0 = mt * 16 + g, r1 = r0 + 8;
+        uint4 a00 = make_uint4(0, 0, 0, 0), a01 = a00, a10 = a00, a11 = a00;
+        float x0 = 0.f, x1 = 0.f;
+        if (r0 < M) {
+          const uint8_t* p = xq + int64_t(r0) * a.ldx + kb * 128 + t * 16;
+          a00 = *reinterpret_cast<const uint4*>(p);
+          a01 = *reinterpret_cast<const uint4*>(p + 64);
+          x0 = xs[int64_t(r0) * a.ldxs + kb];
+        }
+        if (r1 < M) {
+          const uint8_t* p = xq + int64_t(r1) * a.ldx + kb * 128 + t * 16;
+          a10 = *reinterpret_cast<const uint4*>(p);
+          a11 = *reinterpret_cast<const uint4*>(p + 64);
+          x1 = xs[int64_t(r1) * a.ldxs + kb];
+        }
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+        mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, w0.x, w0.y);
+        mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, w0.z, w0.w);
+        mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, w1.x, w1.y);
+        mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, w1.z, w1.w);
+        acc[mt][0] = fmaf(c[0], x0 * sw, acc[mt][0]);
+        acc[mt][1] = fmaf(c[1], x0 * sw, acc[mt][1]);
+        acc[mt][2] = fmaf(c[2], x1 * sw, acc[mt][2]);
+        acc[mt][3] = fmaf(c[3], x1 * sw, acc[mt][3]);
+      }
+    }
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -121,46 +140,54 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
     red[warp][mt * 16 + g + 8][2 * t + 1] = acc[mt][3];
   }
   __syncthreads();
-  float* yg = a.y + int64_t(grp) * a.N + n0;
+  constexpr int kOut = MT * 16 * 8;  // outputs per tile
+  float* yg = a.y + int64_t(grp) * a.N + int64_t(blockIdx.x) * TB * 8;
   const bool split = gridDim.y > 1;
-  for (int i = threadIdx.x; i < MT * 16 * 8; i += 256) {
-    const int r = i / 8, c = i % 8;
+  for (int i = threadIdx.x; i < TB * kOut; i += 256) {
+    const int tl = i / kOut, r = i % kOut / 8, c = i % 8;
     if (r >= M) continue;
     float s = 0.f;
 #pragma unroll
-    for (int k = 0; k < 8; ++k) s += red[k][r][c];  // fixed order
+    for (int k = 0; k < WK; ++k) s += red[tl * WK + k][r][c];  // fixed order
     if (split) {
-      part[r][c] = s;
+      part[tl][r][c] = s;
     } else {
-      yg[int64_t(r) * a.ldy + c] = s;
+      yg[int64_t(r) * a.ldy + tl * 8 + c] = s;
     }
   }
   if (!split) return;
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's part[] written
   if (blockIdx.y == 0) {
-    for (int i = threadIdx.x; i < MT * 16 * 8; i += 256) {
-      const int r = i / 8, c = i % 8;
+    for (int i = threadIdx.x; i < TB * kOut; i += 256) {
+      const int tl = i / kOut, r = i % kOut / 8, c = i % 8;
       if (r >= M) continue;
       float s = 0.f;
-      for (int k = 0; k < int(gridDim.y); ++k) s += cluster.map_shared_rank(&part[0][0], k)[i];  // fixed order
-      yg[int64_t(r) * a.ldy + c] = s;
+      for (int k = 0; k < int(gridDim.y); ++k) s += cluster.map_shared_rank(&part[0][0][0], k)[i];  // fixed order
+      yg[int64_t(r) * a.ldy + tl * 8 + c] = s;
     }
   }
   cluster.sync();  // block 0 has read every part[] before any block exits
 }
 
-constexpr int kMaxCluster = 8;  // portable thread-block cluster size
+constexpr int kMaxCluster = 8;        // portable thread-block cluster size
+constexpr int64_t kWarpsWanted = 132 * 32;  // about 4 blocks of 8 warps per SM of an H100/H200
 
-// The split depends on N and K only (never on M): batch-invariant reduction order.
-int skinny_ksplit(int64_t N, int64_t K) {
-  const int64_t tiles = N / 8, nkb = K / 128;
-  int64_t ks = (1056 + tiles - 1) / tiles;
-  const int64_t cap = nkb / 8 > 0 ? nkb / 8 : 1;
-  if (ks > cap) ks = cap;
-  if (ks > kMaxCluster) ks = kMaxCluster;  // the split is one thread-block cluster
-  if (ks < 1) ks = 1;
-  return static_cast<int>(ks);
+// Tiles per block and blocks per tile along K, from the shape alone (never M): about
+// kWarpsWanted warps with >= kSkinnyInFlight K blocks each where the shape has that much work.
+struct SkinnyPlan {
+  int tb = 1, ksplit = 1;
+};
+SkinnyPlan skinny_plan(int64_t tiles, int64_t nkb) {
+  const int64_t want = std::max<int64_t>(1, std::min(kWarpsWanted, tiles * nkb / kSkinnyInFlight));
+  const int64_t per_tile = want / tiles;  // warps per 8-row tile
+  SkinnyPlan p;
+  if (per_tile >= 8) {
+    p.ksplit = static_cast<int>(std::min<int64_t>(std::min<int64_t>((per_tile + 4) / 8, kMaxCluster), std::max<int64_t>(nkb / 8, 1)));
+  } else {
+    p.tb = per_tile >= 4 ? 2 : per_tile >= 2 ? 4 : 8;
+  }
+  return p;
 }
 
 // ---------------- prefill path: 128x128x128 tiles, 3-stage cp.async ----------------
@@ -288,24 +315,32 @@ size_t fp8_linear_workspace_bytes(int64_t, int64_t, int64_t) { return 0; }
 
 namespace {
 
+template <int MT>
+cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const SkinnyArgs& a) {
+  switch (tb) {
+    case 1: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 1>, a);
+    case 2: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 2>, a);
+    case 4: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 4>, a);
+    default: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 8>, a);
+  }
+}
+
 bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
-  const int ks = skinny_ksplit(int64_t(a.N) * groups, a.K);
+  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128);
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8), static_cast<unsigned>(ks), static_cast<unsigned>(groups));
+  cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8 / p.tb), static_cast<unsigned>(p.ksplit),
+                     static_cast<unsigned>(groups));
   cfg.blockDim = dim3(256);
   cfg.stream = as_stream(stream);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = static_cast<unsigned>(ks), attr[0].val.clusterDim.z = 1;
+  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = static_cast<unsigned>(p.ksplit);
+  attr[0].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = ks > 1 ? 1 : 0;
-  cudaError_t e;
-  if (a.M <= 16)
-    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<1>, a);
-  else if (a.M <= 32)
-    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<2>, a);
-  else
-    e = cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<4>, a);
+  cfg.numAttrs = p.ksplit > 1 ? 1 : 0;
+  const cudaError_t e = a.M <= 16   ? launch_skinny_mt<1>(cfg, p.tb, a)
+                        : a.M <= 32 ? launch_skinny_mt<2>(cfg, p.tb, a)
+                                    : launch_skinny_mt<4>(cfg, p.tb, a);
   return detail::check(e, "fp8_skinny_kernel");
 }
 
