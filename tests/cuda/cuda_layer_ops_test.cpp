@@ -82,46 +82,58 @@ TEST(CudaLayerOps, HcPreAndPostMatchCpu) {
   ThreadPool pool(0);
   CpuOps cpu(pool);
   std::mt19937 rng(11);
-  const int64_t d = 4096, n = 4, mix = 24;
-  v4::HcParams p;
-  p.n = n, p.d = d, p.rms_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20;
-  v4::HcWeights w;
-  const auto fnv = randn(mix * n * d, rng, 0.01f);
-  w.fn = f32_weight(mix, n * d, fnv);
-  w.base = randn(mix, rng, 0.5f);
-  w.scale = {0.8f, 1.3f, 2.0f};
-  Dev dfn(fnv.data(), fnv.size() * 4), dbase(w.base.data(), mix * 4), dscale(w.scale.data(), 12);
-  for (int64_t T : {1, 5, 7, 33, 300, 4100}) {
-    const auto X = randn(T * n * d, rng);
-    const auto f = randn(T * d, rng);
-    v4::HcMix ref = v4::hc_mix(cpu, p, w, X.data(), T);
-    ref.input.resize(T * d);
-    v4::hc_collapse(cpu, p, ref.pre.data(), X.data(), T, ref.input.data());
-    std::vector<float> Xpost = X;
-    v4::hc_expand(cpu, p, ref.post.data(), ref.comb.data(), f.data(), Xpost.data(), T);
+  const int64_t n = 4, mix = 24;
+  struct Case {
+    int64_t d;
+    std::vector<int64_t> Ts;
+  };
+  // chunk partials per token: d / 128 = 32 (one load batch of the chunk sum), 40 (a batch of 32,
+  // then one of 8), 24 (batches of 8 only)
+  const Case cases[] = {{4096, {1, 5, 7, 33, 300, 4100}}, {5120, {1, 40, 300}}, {3072, {1, 40, 300}}};
+  for (const Case& cs : cases) {
+    const int64_t d = cs.d;
+    v4::HcParams p;
+    p.n = n, p.d = d, p.rms_eps = 1e-6f, p.hc_eps = 1e-6f, p.sinkhorn_iters = 20;
+    v4::HcWeights w;
+    const auto fnv = randn(mix * n * d, rng, 0.01f);
+    w.fn = f32_weight(mix, n * d, fnv);
+    w.base = randn(mix, rng, 0.5f);
+    w.scale = {0.8f, 1.3f, 2.0f};
+    Dev dfn(fnv.data(), fnv.size() * 4), dbase(w.base.data(), mix * 4), dscale(w.scale.data(), 12);
+    for (int64_t T : cs.Ts) {
+      const auto X = randn(T * n * d, rng);
+      const auto f = randn(T * d, rng);
+      v4::HcMix ref = v4::hc_mix(cpu, p, w, X.data(), T);
+      ref.input.resize(T * d);
+      v4::hc_collapse(cpu, p, ref.pre.data(), X.data(), T, ref.input.data());
+      std::vector<float> Xpost = X;
+      v4::hc_expand(cpu, p, ref.post.data(), ref.comb.data(), f.data(), Xpost.data(), T);
 
-    Dev dX(X.data(), X.size() * 4), df(f.data(), f.size() * 4);
-    Dev dpre(T * n * 4), dpost(T * n * 4), dcomb(T * n * n * 4), din(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
-    ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), p.rms_eps,
-                           p.hc_eps, 20, dpre.as<float>(), dpost.as<float>(), dcomb.as<float>(), din.as<float>(), ws.p))
-        << dc::last_error();
-    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-    const double e_pre = max_abs(download<float>(dpre, T * n), ref.pre);
-    const double e_post = max_abs(download<float>(dpost, T * n), ref.post);
-    const double e_comb = max_abs(download<float>(dcomb, T * n * n), ref.comb);
-    const double e_in = rel_l2(download<float>(din, T * d), ref.input);
-    std::printf("hc_pre T=%lld: max abs pre %.3g post %.3g comb %.3g, input rel L2 %.3g\n", (long long)T, e_pre,
-                e_post, e_comb, e_in);
-    EXPECT_LT(e_pre, 1e-5) << "T=" << T;
-    EXPECT_LT(e_post, 1e-5) << "T=" << T;
-    EXPECT_LT(e_comb, 1e-5) << "T=" << T;
-    EXPECT_LT(e_in, 1e-5) << "T=" << T;
-    // hc_post on the CPU's own mix (isolates the expand)
-    Dev cpost(ref.post.data(), T * n * 4), ccomb(ref.comb.data(), T * n * n * 4);
-    ASSERT_TRUE(dc::hc_post(dX.as<float>(), T, d, cpost.as<float>(), ccomb.as<float>(), df.as<float>()));
-    const double e_post_x = rel_l2(download<float>(dX, T * n * d), Xpost);
-    std::printf("hc_post T=%lld: rel L2 %.3g\n", (long long)T, e_post_x);
-    EXPECT_LT(e_post_x, 1e-5) << "T=" << T;
+      Dev dX(X.data(), X.size() * 4), df(f.data(), f.size() * 4);
+      Dev dpre(T * n * 4), dpost(T * n * 4), dcomb(T * n * n * 4), din(T * d * 4);
+      Dev ws(dc::hc_pre_workspace_bytes(T, d));
+      ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), p.rms_eps,
+                             p.hc_eps, 20, dpre.as<float>(), dpost.as<float>(), dcomb.as<float>(), din.as<float>(),
+                             ws.p))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const double e_pre = max_abs(download<float>(dpre, T * n), ref.pre);
+      const double e_post = max_abs(download<float>(dpost, T * n), ref.post);
+      const double e_comb = max_abs(download<float>(dcomb, T * n * n), ref.comb);
+      const double e_in = rel_l2(download<float>(din, T * d), ref.input);
+      std::printf("hc_pre d=%lld T=%lld: max abs pre %.3g post %.3g comb %.3g, input rel L2 %.3g\n", (long long)d,
+                  (long long)T, e_pre, e_post, e_comb, e_in);
+      EXPECT_LT(e_pre, 1e-5) << "d=" << d << " T=" << T;
+      EXPECT_LT(e_post, 1e-5) << "d=" << d << " T=" << T;
+      EXPECT_LT(e_comb, 1e-5) << "d=" << d << " T=" << T;
+      EXPECT_LT(e_in, 1e-5) << "d=" << d << " T=" << T;
+      // hc_post on the CPU's own mix (isolates the expand)
+      Dev cpost(ref.post.data(), T * n * 4), ccomb(ref.comb.data(), T * n * n * 4);
+      ASSERT_TRUE(dc::hc_post(dX.as<float>(), T, d, cpost.as<float>(), ccomb.as<float>(), df.as<float>()));
+      const double e_post_x = rel_l2(download<float>(dX, T * n * d), Xpost);
+      std::printf("hc_post d=%lld T=%lld: rel L2 %.3g\n", (long long)d, (long long)T, e_post_x);
+      EXPECT_LT(e_post_x, 1e-5) << "d=" << d << " T=" << T;
+    }
   }
 }
 

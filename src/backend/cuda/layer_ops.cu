@@ -148,35 +148,73 @@ __global__ void __launch_bounds__(kHcDWarps * 32, 2)
   if (lane == 0 && t < T) ws[(int64_t(c) * kHcOut + r) * T + t] = acc;
 }
 
-// Sum of chunk c = 0..nchunk-1 (in order) of output r of token t.
-__device__ __forceinline__ float hc_chunk_sum(const float* __restrict__ ws, int64_t T, int t, int nchunk, int r) {
-  float s = 0.f;
-  for (int c = 0; c < nchunk; ++c) s += ws[(int64_t(c) * kHcOut + r) * T + t];
+// Sum of chunk c = 0..nchunk-1 (in order, from 0.f) of output r of token t. The loads go out a
+// batch at a time before the adds (a load -> add chain pays one L2 latency per chunk): batches of
+// kHcSumBatch, then of 8 (nchunk = d / 128 is a multiple of 8: hc_pre requires d % 1024 == 0).
+constexpr int kHcSumBatch = 32;
+template <int N>
+__device__ __forceinline__ float hc_sum_batch(const float* __restrict__ p, int64_t stride, float s) {
+  float v[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = p[i * stride];
+#pragma unroll
+  for (int i = 0; i < N; ++i) s += v[i];
   return s;
 }
+__device__ __forceinline__ float hc_chunk_sum(const float* __restrict__ ws, int64_t T, int t, int nchunk, int r) {
+  const int64_t stride = int64_t(kHcOut) * T;
+  const float* p = ws + int64_t(r) * T + t;
+  float s = 0.f;
+  int c = 0;
+  for (; c + kHcSumBatch <= nchunk; c += kHcSumBatch) s = hc_sum_batch<kHcSumBatch>(p + c * stride, stride, s);
+  for (; c < nchunk; c += 8) s = hc_sum_batch<8>(p + c * stride, stride, s);
+  return s;
+}
+
+// The per-element steps of the mix, shared by hc_mix_math (one token per thread) and
+// hc_finish_kernel (one token spread over lanes), so that both do the same float operations in
+// the same order (bitwise equal results). sm = the 24 dots and the sum of squares; mix i is
+// sm[i] * r with r = hc_rms_scale(sm).
+__device__ __forceinline__ float hc_rms_scale(const float* sm, int d, float rms_eps) {
+  return rsqrtf(sm[kHcMix] / static_cast<float>(kHcN * d) + rms_eps);
+}
+__device__ __forceinline__ float hc_pre_of(const float* sm, float r, const float* __restrict__ base,
+                                           const float* __restrict__ scale, float hc_eps, int j) {
+  return sigmoidf_(__fmaf_rn(sm[j] * r, scale[0], base[j])) + hc_eps;
+}
+__device__ __forceinline__ float hc_post_of(const float* sm, float r, const float* __restrict__ base,
+                                            const float* __restrict__ scale, int j) {
+  return 2.f * sigmoidf_(__fmaf_rn(sm[kHcN + j] * r, scale[1], base[kHcN + j]));
+}
+// Row j of comb before the Sinkhorn: softmax over k (max and sum in k order) of the mixes
+// 8 + 4j + k, each + hc_eps. The sum is __fadd_rn: expf ends in a multiply that the compiler
+// could fuse with a plain add into an fma or not depending on the multiply's other uses, and
+// these differ between the paths (hc_comb_lanes keeps one of the four quotients).
+__device__ __forceinline__ void hc_comb_row(const float* sm, float r, const float* __restrict__ base,
+                                            const float* __restrict__ scale, float hc_eps, int j, float (&c)[kHcN]) {
+  const int i0 = 2 * kHcN + j * kHcN;
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kHcN; ++k) {
+    c[k] = __fmaf_rn(sm[i0 + k] * r, scale[2], base[i0 + k]);
+    mx = fmaxf(mx, c[k]);
+  }
+  float s = 0.f;
+#pragma unroll
+  for (int k = 0; k < kHcN; ++k) s = __fadd_rn(s, c[k] = expf(c[k] - mx));
+#pragma unroll
+  for (int k = 0; k < kHcN; ++k) c[k] = c[k] / s + hc_eps;
+}
+// Sinkhorn normalisation of one entry by its row's or column's sum s (summed in order from 0.f).
+__device__ __forceinline__ float hc_sinkhorn_div(float c, float s, float hc_eps) { return c / (s + hc_eps); }
 
 // mixes -> pre, post, comb of one token (sm = the 24 dots and the sum of squares).
 __device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float* __restrict__ base,
                                             const float* __restrict__ scale, float rms_eps, float hc_eps, int iters,
                                             float* pre, float* post, float (&C)[kHcN][kHcN]) {
-  const float r = rsqrtf(sm[kHcMix] / static_cast<float>(kHcN * d) + rms_eps);
-  float m[kHcMix];
+  const float r = hc_rms_scale(sm, d, rms_eps);
 #pragma unroll
-  for (int i = 0; i < kHcMix; ++i) m[i] = sm[i] * r;
-#pragma unroll
-  for (int j = 0; j < kHcN; ++j) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < kHcN; ++k) {
-      C[j][k] = __fmaf_rn(m[2 * kHcN + j * kHcN + k], scale[2], base[2 * kHcN + j * kHcN + k]);
-      mx = fmaxf(mx, C[j][k]);
-    }
-    float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < kHcN; ++k) s += (C[j][k] = expf(C[j][k] - mx));
-#pragma unroll
-    for (int k = 0; k < kHcN; ++k) C[j][k] = C[j][k] / s + hc_eps;
-  }
+  for (int j = 0; j < kHcN; ++j) hc_comb_row(sm, r, base, scale, hc_eps, j, C[j]);
   auto col_norm = [&] {
 #pragma unroll
     for (int k = 0; k < kHcN; ++k) {
@@ -184,7 +222,7 @@ __device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float*
 #pragma unroll
       for (int j = 0; j < kHcN; ++j) s += C[j][k];
 #pragma unroll
-      for (int j = 0; j < kHcN; ++j) C[j][k] /= (s + hc_eps);
+      for (int j = 0; j < kHcN; ++j) C[j][k] = hc_sinkhorn_div(C[j][k], s, hc_eps);
     }
   };
   auto row_norm = [&] {
@@ -194,7 +232,7 @@ __device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float*
 #pragma unroll
       for (int k = 0; k < kHcN; ++k) s += C[j][k];
 #pragma unroll
-      for (int k = 0; k < kHcN; ++k) C[j][k] /= (s + hc_eps);
+      for (int k = 0; k < kHcN; ++k) C[j][k] = hc_sinkhorn_div(C[j][k], s, hc_eps);
     }
   };
   col_norm();
@@ -204,9 +242,39 @@ __device__ __forceinline__ void hc_mix_math(const float* sm, int d, const float*
   }
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) {
-    pre[j] = sigmoidf_(__fmaf_rn(m[j], scale[0], base[j])) + hc_eps;
-    post[j] = 2.f * sigmoidf_(__fmaf_rn(m[kHcN + j], scale[1], base[kHcN + j]));
+    pre[j] = hc_pre_of(sm, r, base, scale, hc_eps, j);
+    post[j] = hc_post_of(sm, r, base, scale, j);
   }
+}
+
+// comb of one token on lanes 0..15 of a warp (lane = 4j + k returns C[j][k]), the same steps as
+// hc_mix_math: each lane computes its row's softmax (hc_comb_row) and keeps entry k; a
+// normalisation gathers the row's / column's 4 entries by shuffles and sums them in the serial
+// order (k, resp. j, from 0.f).
+__device__ __forceinline__ float hc_comb_lanes(const float* sm, float r, const float* __restrict__ base,
+                                               const float* __restrict__ scale, float hc_eps, int iters, int lane) {
+  constexpr unsigned kMask = 0xffffu;
+  const int j = lane / kHcN, k = lane % kHcN;
+  float row[kHcN];
+  hc_comb_row(sm, r, base, scale, hc_eps, j, row);
+  float c = row[kHcN - 1];  // row[k] by selects (a dynamic index would put row in local memory)
+#pragma unroll
+  for (int q = kHcN - 2; q >= 0; --q) c = k == q ? row[q] : c;
+  auto norm = [&](int first, int stride) {
+    float a[kHcN];
+#pragma unroll
+    for (int q = 0; q < kHcN; ++q) a[q] = __shfl_sync(kMask, c, first + q * stride);
+    float s = 0.f;
+#pragma unroll
+    for (int q = 0; q < kHcN; ++q) s += a[q];
+    c = hc_sinkhorn_div(c, s, hc_eps);
+  };
+  norm(k, kHcN);  // column
+  for (int it = 1; it < iters; ++it) {
+    norm(j * kHcN, 1);  // row
+    norm(k, kHcN);
+  }
+  return c;
 }
 
 // input[t, e..e+3] = sum_j pre_j X_j (j in order, fmaf from 0); v[j] = X_j[e..e+3].
@@ -220,37 +288,46 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
   return y;
 }
 
-// Small T: grid (T, d/1024), 256 threads: mix (thread 0; each column block redoes it) + collapse.
+// Small T: grid (T, d/1024), 256 threads, one token and 1024 columns of input per block. Every
+// thread first issues its X loads (4 float4, for the collapse at the end); threads 0..24 sum the
+// chunk partials while warp 1 stages base and scale in shared memory. Then, at once, warp 1 lanes
+// 0..7 compute pre (kept in shared memory for the collapse) and post, and, in column block 0 only,
+// warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other column blocks skip the Sinkhorn
+// (they need pre only). Column block 0 writes pre, post, comb; all threads collapse.
 __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int T, int d, int nchunk,
                                                         const float* __restrict__ ws, const float* __restrict__ base,
                                                         const float* __restrict__ scale, float rms_eps, float hc_eps,
                                                         int iters, float* __restrict__ pre, float* __restrict__ post,
                                                         float* __restrict__ comb, float* __restrict__ input) {
   __shared__ float sm[kHcOut];
+  __shared__ float sbase[kHcMix + 3];  // base, then scale
   __shared__ float spre[kHcN];
-  const int t = blockIdx.x;
-  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, T, t, nchunk, threadIdx.x);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float pr[kHcN], po[kHcN], C[kHcN][kHcN];
-    hc_mix_math(sm, d, base, scale, rms_eps, hc_eps, iters, pr, po, C);
-#pragma unroll
-    for (int j = 0; j < kHcN; ++j) spre[j] = pr[j];
-    if (blockIdx.y == 0) {
-#pragma unroll
-      for (int j = 0; j < kHcN; ++j) {
-        pre[t * kHcN + j] = pr[j];
-        post[t * kHcN + j] = po[j];
-#pragma unroll
-        for (int k = 0; k < kHcN; ++k) comb[(t * kHcN + j) * kHcN + k] = C[j][k];
-      }
-    }
-  }
-  __syncthreads();
+  const float* sscale = sbase + kHcMix;
+  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
   float4 v[kHcN];
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
+  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, T, t, nchunk, threadIdx.x);
+  if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
+  __syncthreads();
+  if (warp == 0 && lane < kHcN * kHcN) {
+    if (blockIdx.y == 0) {
+      const float r = hc_rms_scale(sm, d, rms_eps);
+      comb[t * kHcN * kHcN + lane] = hc_comb_lanes(sm, r, sbase, sscale, hc_eps, iters, lane);
+    }
+  } else if (warp == 1 && lane < 2 * kHcN) {
+    const float r = hc_rms_scale(sm, d, rms_eps);
+    const int j = lane % kHcN;
+    if (lane < kHcN) {
+      const float p = hc_pre_of(sm, r, sbase, sscale, hc_eps, j);
+      spre[j] = p;
+      if (blockIdx.y == 0) pre[t * kHcN + j] = p;
+    } else if (blockIdx.y == 0) {
+      post[t * kHcN + j] = hc_post_of(sm, r, sbase, sscale, j);
+    }
+  }
+  __syncthreads();
   *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(v, spre);
 }
 
