@@ -7,6 +7,8 @@
 #include <atomic>
 #include <climits>
 
+#include <cub/block/block_scan.cuh>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/mma_common.cuh"
@@ -440,7 +442,7 @@ __global__ void __launch_bounds__(256) router_logits_kernel(const float* __restr
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-  constexpr int kUnroll = TM * TN <= 16 ? 4 : 1;  // small tiles: several k steps' loads in flight
+  constexpr int kUnroll = TM * TN == 1 ? 8 : TM * TN <= 16 ? 4 : 1;  // small tiles: several k steps' loads in flight
 #pragma unroll kUnroll
   for (int k = 0; k < d; k += 256) {
 #pragma unroll
@@ -536,7 +538,7 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
   }
 }
 
-// ---- expert grouping (one block of 256 threads) ----
+// ---- expert grouping (one block of 256 threads; E <= 1024: 4 experts per thread in the scans) ----
 constexpr int kMaxSlots = 8192, kGroupRows = 16;  // default: one m16 tile per group, the fast MT = 1 path
 __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
                                                          const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
@@ -554,12 +556,24 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
     atomicAdd(&cnt[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int o = 0, g = 0;
-    for (int e = 0; e < E; ++e) {
-      off[e] = o, gst[e] = g;
-      o += cnt[e];
-      g += (cnt[e] + group_rows - 1) / group_rows;
+  {  // exclusive prefix sums of the rows and groups per expert: thread i owns experts 4i..4i+3
+    using Scan = cub::BlockScan<int, 256>;
+    __shared__ typename Scan::TempStorage scan_tmp[2];
+    int c[4], rows = 0, groups = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = threadIdx.x * 4 + j;
+      c[j] = e < E ? cnt[e] : 0;
+      rows += c[j], groups += (c[j] + group_rows - 1) / group_rows;
+    }
+    int o, g;
+    Scan(scan_tmp[0]).ExclusiveSum(rows, o);
+    Scan(scan_tmp[1]).ExclusiveSum(groups, g);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int e = threadIdx.x * 4 + j;
+      if (e < E) off[e] = o, gst[e] = g;
+      o += c[j], g += (c[j] + group_rows - 1) / group_rows;
     }
   }
   __syncthreads();
@@ -766,8 +780,11 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
   } else if (T > 8 && E % 16 == 0) {  // 8 x 16
     router_logits_kernel<8, 2, 1, 8><<<dim3(static_cast<unsigned>(E / 16), blocks_for(T, 8)), 256, 0, s>>>(
         h, Ti, di, gate, Ei, logits_ws);
-  } else {  // 8 x 8 (one expert per warp)
+  } else if (T > 8) {  // 8 x 8 (one expert per warp)
     router_logits_kernel<8, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
+        h, Ti, di, gate, Ei, logits_ws);
+  } else {  // decode: 1 x 8 (one token and expert per warp, 8 k steps' loads in flight), T x E/8 blocks
+    router_logits_kernel<1, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), static_cast<unsigned>(T)), 256, 0, s>>>(
         h, Ti, di, gate, Ei, logits_ws);
   }
   if (!check_launch("router_logits_kernel")) return false;
