@@ -9,7 +9,10 @@
 //     position order, wrapped or not), 1e-2 vs the reference, a batch past the 65535 grid rows
 //     equal to its slices; the 8192-query speed printed;
 //   ring mode with per-sequence pointer tables (window_ptrs, entry_ptrs): bitwise equal to the
-//     contiguous ring and shared entries; one split's output independent of split_rows.
+//     contiguous ring and shared entries; one split's output independent of split_rows;
+//   16 and 64 heads per block (DecodeAttnArgs::heads_per_block): bitwise equal, batch 1 and 5, one
+//     split and several.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -428,6 +431,46 @@ TEST(CudaAttention, RingPointerTablesMatchContiguous) {
   }
   const auto one_a = run_attention(a, d, 1088), one_b = run_attention(a, d, 4096);
   EXPECT_EQ(first_mismatch(one_a, one_b), -1) << "one split: the output depends on split_rows";
+}
+
+// The two head layouts of the split kernel (16 heads per block, 4 blocks per (split, sequence), for
+// small launches; 64 heads, one block) give bitwise the same output, for one split per sequence
+// (finished in the split kernel) and several (partials merged by the combine kernel), and the
+// layout chosen from the launch size (0) is one of them.
+TEST(CudaAttention, HeadsPerBlockBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(27);
+  const auto freq = inv_freq_table();
+  const std::vector<std::vector<std::pair<int, int>>> batches = {
+      {{128, 512}}, {{5, 0}, {128, 512}, {128, 300}, {77, 1000}, {128, 0}}};
+  for (const auto& rows : batches) {
+    AttnBatch a = make_batch(rows, 1500, rng, 2.f);
+    a.pos[0] = 60;  // ring not wrapped (the others: wrapped)
+    AttnDev d(a, freq);
+    for (int split : {64, 256, 1024, 2048}) {  // 2048: one split for every sequence
+      dc::DecodeAttnArgs args = attn_args(a, d, split);
+      args.heads_per_block = 16;
+      const auto o16 = run_args(a, d, args);
+      args.heads_per_block = 64;
+      const auto o64 = run_args(a, d, args);
+      args.heads_per_block = 0;
+      const auto o_auto = run_args(a, d, args);
+      const int64_t bad = first_mismatch(o16, o64);
+      EXPECT_EQ(bad, -1) << "batch " << a.B << " split " << split << ": 16 vs 64 heads per block differ first at "
+                         << bad << " (query " << bad / (kH * kD) << ", head " << (bad / kD) % kH << ", dim "
+                         << bad % kD << ")";
+      EXPECT_EQ(first_mismatch(o_auto, o64), -1) << "batch " << a.B << " split " << split << ": automatic layout";
+      std::vector<float> y(o16.size());
+      for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(o16[i]);
+      EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }))
+          << "batch " << a.B << " split " << split << ": an output not written";
+      std::printf("attn heads per block batch=%d split=%-4d: 16 bitwise == 64: %s\n", a.B, split,
+                  bad < 0 ? "yes" : "NO");
+    }
+    dc::DecodeAttnArgs bad_args = attn_args(a, d, 2048);  // one split: no workspace needed
+    bad_args.heads_per_block = 32;
+    EXPECT_FALSE(dc::decode_attention(bad_args, nullptr));
+  }
 }
 
 // Device-side data of a prefill batch: q [B, 64, 512] and chunk rows random on the device, query b's

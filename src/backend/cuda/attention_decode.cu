@@ -4,10 +4,15 @@
 // (V4-MODEL.md 2.3-2.6; CPU reference: src/model/deepseek_v4/attention.cpp).
 //
 // Split-KV with a FIXED split size: sequence b's rows (window first, then compressed) are cut into
-// splits of `split_rows`; one block runs one (split, sequence) over all 64 heads (the K tile is read
-// once for all heads), in 64-row tiles with an online softmax in a fixed order. A second kernel
-// merges the splits in split order. Nothing depends on the batch, so a row's output is bitwise the
-// same in any batch. A single-split sequence is finished in the first kernel by the same function.
+// splits of `split_rows`; one block runs one (split, sequence, head group) over HB heads, in 64-row
+// tiles with an online softmax in a fixed order. A second kernel merges the splits in split order.
+// HB = 64 (one group: the K tile is read once for all heads, best when the grid fills the GPU) or
+// 16 (4 groups: 4x the blocks for small launches, where a few 64-head blocks leave most SMs idle
+// and run latency-bound); the host picks it from the launch size. Each head's arithmetic is the
+// same in both layouts (the same mma chains, k order, shuffles and rounding), so an output is
+// bitwise the same whichever HB computes it, and nothing depends on the batch: a row's output is
+// bitwise the same in any batch. A single-split sequence is finished in the first kernel by the
+// same function.
 //
 // Ring mode: sequence b's ring (window + b * 128 rows, or window_ptrs[b]) holds position p at slot
 // p % 128 and is read in position order, row j = slot (pos[b] - nw + 1 + j) mod 128. Prefill
@@ -43,12 +48,16 @@ constexpr int kD = 512, kH = 64, kTile = 64, kRope = 64, kRing = 128;
 constexpr int kStride = kD + 8;      // bf16 per smem row: 1040 B, so 8 ldmatrix rows hit 8 bank groups
 constexpr int kSStride = kTile + 4;  // fp32 logits row
 constexpr int kPStride = kTile + 8;  // bf16 probabilities row
-constexpr int kThreads = 256;        // 8 warps: (head group of 16) x (row half / dim half)
-constexpr size_t kSmemQ = size_t(kH) * kStride * 2;
+constexpr int kThreads = 256;        // 8 warps: (16-head mma group) x (row slice / dim slice)
+constexpr int kWarps = kThreads / 32;
 constexpr size_t kSmemK = size_t(kTile) * kStride * 2;
-constexpr size_t kSmemBytes =
-    kSmemQ + 2 * kSmemK + size_t(kH) * kSStride * 4 + size_t(kH) * kPStride * 2 + 3 * kH * 4 + 2 * kTile * 4;
-static_assert(kSmemBytes <= 232448, "exceeds the SM90 per-block shared memory");
+// Dynamic shared memory of the HB-head variant: q, 2 K stages, logits, probabilities, m / l / alpha,
+// row validity.
+constexpr size_t smem_bytes(int hb) {
+  return size_t(hb) * kStride * 2 + 2 * kSmemK + size_t(hb) * kSStride * 4 + size_t(hb) * kPStride * 2 + 3 * hb * 4 +
+         2 * kTile * 4;
+}
+static_assert(smem_bytes(kH) <= 232448, "exceeds the SM90 per-block shared memory");
 
 using bf16 = __nv_bfloat16;
 
@@ -67,6 +76,10 @@ __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(s));
+}
+__device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 }
 __device__ __forceinline__ void ldsm_x4_t(uint32_t r[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
@@ -113,23 +126,34 @@ __device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, 
   *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
 }
 
+// Block (split, sequence b_base + y, head group z) over heads z*HB .. z*HB + HB - 1. Warp w works on
+// heads (w % G)*16.. of the group (G = HB/16 mma groups of 16) and on slice w / G of the 8/G slices
+// of the tile's rows (phase 1: HB/2 rows, HB/16 n8 tiles) and of the output dims (phase 3: 4*HB
+// dims). A logit is one mma chain over k = 0..511 and an output one chain over the tile's rows
+// whatever the slice, so the layout only moves work between warps and blocks.
+template <int HB>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
                       int b_base) {
+  constexpr int kGroups = HB / 16, kSlices = kWarps / kGroups;
+  constexpr int kRowTiles = kTile / kSlices / 8;  // n8 logit tiles per warp
+  constexpr int kDimTiles = kD / kSlices / 8;     // n8 output tiles per warp
+  static_assert(HB % 16 == 0 && kWarps % kGroups == 0 && (kRowTiles == 1 || kRowTiles % 2 == 0) && HB * 4 <= kThreads);
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + kH * kStride;  // 2 stages
+  bf16* sK = sQ + HB * kStride;  // 2 stages
   float* sS = reinterpret_cast<float*>(sK + 2 * kTile * kStride);
-  bf16* sP = reinterpret_cast<bf16*>(sS + kH * kSStride);
-  float* sM = reinterpret_cast<float*>(sP + kH * kPStride);
-  float* sL = sM + kH;
-  float* sA = sL + kH;
-  int* sValid = reinterpret_cast<int*>(sA + kH);  // [2][kTile]
+  bf16* sP = reinterpret_cast<bf16*>(sS + HB * kSStride);
+  float* sM = reinterpret_cast<float*>(sP + HB * kPStride);
+  float* sL = sM + HB;
+  float* sA = sL + HB;
+  int* sValid = reinterpret_cast<int*>(sA + HB);  // [2][kTile]
   __shared__ float sFreq[kRope / 2];  // read once: per-element global loads behind the output
                                       // stores could not be hoisted (possible aliasing) and
                                       // serialised the finish on load latency
 
-  const int b = b_base + blockIdx.y, split = blockIdx.x, tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int b = b_base + blockIdx.y, split = blockIdx.x, head0 = blockIdx.z * HB;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int nw = min(a.n_window[b], kRing), ni = a.n_index[b], total = nw + ni;
   const int nsplit = num_splits(total, a.split_rows);
   if (split >= nsplit) return;
@@ -149,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   const bf16* entries = reinterpret_cast<const bf16*>(a.entry_ptrs ? a.entry_ptrs[b] : a.entries);
   const int32_t* idx = a.index + size_t(b) * a.index_stride;
-  const bf16* qb = reinterpret_cast<const bf16*>(a.q) + size_t(b) * kH * kD;
+  const bf16* qb = reinterpret_cast<const bf16*>(a.q) + (size_t(b) * kH + head0) * kD;
 
   // Tile loads: thread tid copies row tid/4 of the tile, 16-byte chunks (tid%4) + 4i. Its row's
   // source (a ring slot or an index lookup) is resolved one tile ahead, so the index load's
@@ -171,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   {
-    for (int c = tid; c < kH * 64; c += kThreads) {
+    for (int c = tid; c < HB * 64; c += kThreads) {
       const int h = c >> 6, ch = c & 63;
       cp_async16(sQ + h * kStride + ch * 8, qb + size_t(h) * kD + ch * 8, true);
     }
@@ -179,15 +203,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_tile(row_src(0), 0);
   cp_commit();
   const bf16* next_src = row_src(1);
-  if (tid < kH) sM[tid] = -INFINITY, sL[tid] = 0.f;
+  if (tid < HB) sM[tid] = -INFINITY, sL[tid] = 0.f;
   if (tid < kRope / 2) sFreq[tid] = a.inv_freq[tid];
   const int pos_b = a.pos[b];
 
-  const int hg = warp & 3, half = warp >> 2, g = lane >> 2, tq = lane & 3;
+  const int hg = warp % kGroups, slice = warp / kGroups, g = lane >> 2, tq = lane & 3;
   const float scale = rsqrtf(static_cast<float>(kD));
-  float acc[32][4];
+  float acc[kDimTiles][4];
 #pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+  for (int i = 0; i < kDimTiles; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
   for (int t = 0; t < ntiles; ++t) {
     if (t + 1 < ntiles) {
@@ -201,37 +225,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     const bf16* K = sK + (t & 1) * kTile * kStride;
     const int* valid = sValid + (t & 1) * kTile;
-    // Phase 1: logits of heads hg*16.. over rows half*32.. (k = 512).
+    // Phase 1: logits of heads hg*16.. over rows slice*(8 kRowTiles).. (k = 512).
     {
-      float s[4][4];
+      float s[kRowTiles][4];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      for (int i = 0; i < kRowTiles; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
       const bf16* qa = sQ + (hg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kStride + (lane >> 4) * 8;
-      const bf16* kb = K + (half * 32 + (lane & 7) + (lane >> 4) * 8) * kStride + ((lane >> 3) & 1) * 8;
+      const bf16* kb =
+          K + (slice * kRowTiles * 8 + (lane & 7) + (lane >> 4) * 8) * kStride + ((lane >> 3) & 1) * 8;
 #pragma unroll 4
       for (int ks = 0; ks < kD / 16; ++ks) {
-        uint32_t af[4], b0[4], b1[4];
+        uint32_t af[4];
         ldsm_x4(af, qa + ks * 16);
-        ldsm_x4(b0, kb + ks * 16);
-        ldsm_x4(b1, kb + 16 * kStride + ks * 16);
-        mma_bf16(s[0], af, b0[0], b0[1]);
-        mma_bf16(s[1], af, b0[2], b0[3]);
-        mma_bf16(s[2], af, b1[0], b1[1]);
-        mma_bf16(s[3], af, b1[2], b1[3]);
+        if constexpr (kRowTiles == 1) {
+          uint32_t bf[2];
+          ldsm_x2(bf, kb + ks * 16);  // lanes 0-15's addresses: rows 0-7, k 0-7 / 8-15
+          mma_bf16(s[0], af, bf[0], bf[1]);
+        } else {
+#pragma unroll
+          for (int p = 0; p < kRowTiles / 2; ++p) {
+            uint32_t bf[4];
+            ldsm_x4(bf, kb + p * 16 * kStride + ks * 16);
+            mma_bf16(s[2 * p], af, bf[0], bf[1]);
+            mma_bf16(s[2 * p + 1], af, bf[2], bf[3]);
+          }
+        }
       }
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt)
+      for (int nt = 0; nt < kRowTiles; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int col = half * 32 + nt * 8 + tq * 2 + e;
+          const int col = slice * kRowTiles * 8 + nt * 8 + tq * 2 + e;
           const bool v = valid[col] != 0;
           sS[(hg * 16 + g) * kSStride + col] = v ? s[nt][e] * scale : -INFINITY;
           sS[(hg * 16 + g + 8) * kSStride + col] = v ? s[nt][2 + e] * scale : -INFINITY;
         }
     }
     __syncthreads();
-    // Phase 2: online softmax update, 4 threads per head, 16 rows each.
-    {
+    // Phase 2: online softmax update, 4 threads per head, 16 rows each (warps past 4 HB threads
+    // idle: whole warps, so the shuffles below stay full-warp).
+    if (tid < HB * 4) {
       const int h = tid >> 2, qd = tid & 3;
       const float* srow = sS + h * kSStride + qd * 16;
       float v[16], mx = -INFINITY;
@@ -257,19 +290,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (qd == 0) sL[h] = __fadd_rn(__fmul_rn(alpha, l_old), sum), sM[h] = m_new, sA[h] = alpha;
     }
     __syncthreads();
-    // Phase 3: O[heads hg*16.., dims half*256..] = alpha * O + P . V (V = the same K tile).
+    // Phase 3: O[heads hg*16.., dims slice*(8 kDimTiles)..] = alpha * O + P . V (V = the same K tile).
     {
       const float al0 = sA[hg * 16 + g], al1 = sA[hg * 16 + g + 8];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i][0] *= al0, acc[i][1] *= al0, acc[i][2] *= al1, acc[i][3] *= al1;
+      for (int i = 0; i < kDimTiles; ++i) acc[i][0] *= al0, acc[i][1] *= al0, acc[i][2] *= al1, acc[i][3] *= al1;
       const bf16* pa = sP + (hg * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPStride + (lane >> 4) * 8;
-      const bf16* vb = K + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + half * 256 + (lane >> 4) * 8;
+      const bf16* vb =
+          K + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + slice * kDimTiles * 8 + (lane >> 4) * 8;
 #pragma unroll
       for (int ks = 0; ks < kTile / 16; ++ks) {
         uint32_t pf[4];
         ldsm_x4(pf, pa + ks * 16);
 #pragma unroll
-        for (int np = 0; np < 16; ++np) {
+        for (int np = 0; np < kDimTiles / 2; ++np) {
           uint32_t vf[4];
           ldsm_x4_t(vf, vb + ks * 16 * kStride + np * 16);
           mma_bf16(acc[2 * np], pf, vf[0], vf[1]);
@@ -283,26 +317,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Finish (one split) or write the partial (several splits).
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
-    const int h = hg * 16 + g + rr * 8;
-    const float m = sM[h], l = sL[h];
+    const int hl = hg * 16 + g + rr * 8, h = head0 + hl;
+    const float m = sM[hl], l = sL[hl];
     if (nsplit == 1) {
       const Merge mg = merge_stats(&m, &l, 1, 0, a.sink[h]);
       const float w = expf(m - mg.M);
       bf16* orow = reinterpret_cast<bf16*>(a.out) + (size_t(b) * kH + h) * kD;
 #pragma unroll
-      for (int nt = 0; nt < 32; ++nt) {
-        const int d = half * 256 + nt * 8 + tq * 2;
+      for (int nt = 0; nt < kDimTiles; ++nt) {
+        const int d = slice * kDimTiles * 8 + nt * 8 + tq * 2;
         finish_pair(__fadd_rn(0.f, __fmul_rn(w, acc[nt][2 * rr])), __fadd_rn(0.f, __fmul_rn(w, acc[nt][2 * rr + 1])),
                     mg.L, d, pos_b, sFreq, orow + d);
       }
     } else {
       float* orow = ws_o + ((size_t(b) * max_splits + split) * kH + h) * kD;
 #pragma unroll
-      for (int nt = 0; nt < 32; ++nt) {
-        const int d = half * 256 + nt * 8 + tq * 2;
+      for (int nt = 0; nt < kDimTiles; ++nt) {
+        const int d = slice * kDimTiles * 8 + nt * 8 + tq * 2;
         *reinterpret_cast<float2*>(orow + d) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
       }
-      if (half == 0 && tq == 0) {
+      if (slice == 0 && tq == 0) {
         float* ml = ws_ml + ((size_t(b) * max_splits + split) * kH + h) * 2;
         ml[0] = m, ml[1] = l;
       }
@@ -343,6 +377,36 @@ int host_max_splits(const DecodeAttnArgs& a) {
   return a.max_rows <= 0 ? 1 : (a.max_rows + a.split_rows - 1) / a.split_rows;
 }
 
+// Heads per block for a launch of `blocks` (split, sequence) pairs. Both variants run one block per
+// SM (shared memory: 222 KB at 64 heads, 153 KB at 16). A 16-head block does a quarter of the math
+// of a 64-head one but, latency-bound, takes 0.4-0.6 of its time (H200: 17 vs 43 us for a split of
+// 2 tiles, 41 vs 65 us for 8: about 4 us per tile either way, the rest fixed); while the 16-head
+// grid fits in two waves it mostly beats one wave of 64-head blocks (measured: 4 of 5 shapes with
+// 33-66 pairs; the loss, 8-tile splits at 64 pairs, was 9%). Past that the 64-head blocks fill the
+// GPU and read each K tile once for all heads.
+constexpr int kSmallGridWaves = 2;
+int heads_per_block(int64_t blocks) {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    sms = 132;  // H200; only the speed depends on it
+  return blocks * (kH / 16) <= int64_t(kSmallGridWaves) * sms ? 16 : kH;
+}
+
+// Sets the dynamic shared memory limit of each variant once.
+bool set_smem_attributes() {
+  static bool attr_set = false;
+  if (attr_set) return true;
+  if (!check(cudaFuncSetAttribute(attn_split_kernel<kH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(smem_bytes(kH))),
+             "decode_attention: smem attribute") ||
+      !check(cudaFuncSetAttribute(attn_split_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(smem_bytes(16))),
+             "decode_attention: smem attribute"))
+    return false;
+  attr_set = true;
+  return true;
+}
+
 }  // namespace
 
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
@@ -368,20 +432,18 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   float* ws_o = static_cast<float*>(workspace);
   float* ws_ml = ws_o ? ws_o + size_t(a.batch) * max_splits * kH * kD : nullptr;
   if (max_splits > 1 && !workspace) return fail("decode_attention: workspace required (several splits)");
-  static bool attr_set = false;
-  if (!attr_set) {
-    if (!check(cudaFuncSetAttribute(attn_split_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes)),
-               "decode_attention: smem attribute"))
-      return false;
-    attr_set = true;
-  }
+  if (a.heads_per_block != 0 && a.heads_per_block != 16 && a.heads_per_block != kH)
+    return fail("decode_attention: heads_per_block must be 0 (chosen from the launch size), 16 or 64");
+  if (!set_smem_attributes()) return false;
+  const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
+  auto* kernel = hb == 16 ? attn_split_kernel<16> : attn_split_kernel<kH>;
   DecodeAttnArgs args = a;
   if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
   if (!args.entries) args.entries = args.window;  // read only through an index >= 0 (or entry_ptrs)
   constexpr int kMaxGridY = 65535;
   for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {
     const int nb = std::min(kMaxGridY, a.batch - b0);
-    attn_split_kernel<<<dim3(max_splits, nb), kThreads, kSmemBytes, as_stream(stream)>>>(args, ws_o, ws_ml,
+    kernel<<<dim3(max_splits, nb, kH / hb), kThreads, smem_bytes(hb), as_stream(stream)>>>(args, ws_o, ws_ml,
                                                                                           max_splits, b0);
     if (!check_launch("decode_attention split")) return false;
   }

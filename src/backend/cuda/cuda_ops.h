@@ -155,6 +155,9 @@ struct DecodeAttnArgs {
   int32_t batch = 0;
   int32_t max_rows = 0;               // host-side bound on n_window + n_index (sizes the grid)
   int32_t split_rows = 512;
+  /// Heads per block, 16 or 64; 0 (default) = chosen from the launch size. The output is bitwise
+  /// the same either way (tests force both).
+  int32_t heads_per_block = 0;
 };
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
