@@ -114,11 +114,6 @@ size_t fp8_linear_lt_workspace_bytes();
 /// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm.
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
                    void* workspace, void* stream = nullptr);
-/// fp8_linear_lt with row strides: x rows ldx bytes apart (>= K, % 16), y rows ldy elements apart
-/// (>= N), e.g. one group of a grouped product: x = a column block of wider rows, xs_t = that
-/// block's scale rows (scales_t + first K block * M), y = a column block of wider output rows.
-bool fp8_linear_lt_strided(const uint8_t* xq, int64_t ldx, const float* xs_t, int64_t M, const Fp8Weight& w, void* y,
-                           int64_t ldy, bool y_bf16, void* workspace, void* stream = nullptr);
 
 // ---- V4 decode attention (one query token per sequence) ----
 /// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest

@@ -44,7 +44,7 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 // of the copy rate). A tile's warp sums are added in warp order in shared memory; with
 // ksplit > 1 the ksplit blocks of a tile form one thread-block cluster and block 0 adds the
 // blocks' sums in block order through distributed shared memory (no workspace, no second launch).
-// TB, ksplit follow from (G*N, K) alone, so a row's sums never depend on M.
+// TB, ksplit follow from (G*N, K) and the SM count alone, so a row's sums never depend on M.
 struct SkinnyArgs {
   const uint8_t* xq;
   const float* xs;
@@ -57,7 +57,7 @@ struct SkinnyArgs {
   int64_t ldy;
 };
 
-constexpr int kSkinnyInFlight = 4;  // K blocks (1 KB of weights each per warp) in flight per warp
+constexpr int kSkinnyInFlight = 2;  // K blocks (1 KB of weights each per warp) in flight per warp
 
 template <int MT, int TB>
 __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
@@ -170,24 +170,34 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
   cluster.sync();  // block 0 has read every part[] before any block exits
 }
 
-constexpr int kMaxCluster = 8;        // portable thread-block cluster size
-constexpr int64_t kWarpsWanted = 132 * 32;  // about 4 blocks of 8 warps per SM of an H100/H200
+constexpr int kMaxCluster = 8;  // portable thread-block cluster size
+constexpr int kSkinnyBlocksPerSm = 2;  // resident blocks of 256 threads at 74-110 registers
 
-// Tiles per block and blocks per tile along K, from the shape alone (never M): about
-// kWarpsWanted warps with >= kSkinnyInFlight K blocks each where the shape has that much work.
+// Tiles per block and blocks per tile along K, from the shape and the SM count alone (never M):
+// about one wave of blocks (on the H200 a second wave cost more than it gained: shared.w1
+// 2048x4096 split over 512 blocks took 8.9 us, over 256 blocks 6.1 us). Few tiles: split K over
+// a cluster up to one wave (each warp keeps >= 1 K block); many tiles: several tiles per block.
 struct SkinnyPlan {
   int tb = 1, ksplit = 1;
 };
-SkinnyPlan skinny_plan(int64_t tiles, int64_t nkb) {
-  const int64_t want = std::max<int64_t>(1, std::min(kWarpsWanted, tiles * nkb / kSkinnyInFlight));
-  const int64_t per_tile = want / tiles;  // warps per 8-row tile
+SkinnyPlan skinny_plan(int64_t tiles, int64_t nkb, int sms) {
+  const int64_t wave = int64_t(sms) * kSkinnyBlocksPerSm;
   SkinnyPlan p;
-  if (per_tile >= 8) {
-    p.ksplit = static_cast<int>(std::min<int64_t>(std::min<int64_t>((per_tile + 4) / 8, kMaxCluster), std::max<int64_t>(nkb / 8, 1)));
+  if (tiles <= wave) {
+    p.ksplit = static_cast<int>(std::max<int64_t>(
+        1, std::min<int64_t>(std::min<int64_t>(wave / tiles, kMaxCluster), std::max<int64_t>(nkb / 8, 1))));
   } else {
-    p.tb = per_tile >= 4 ? 2 : per_tile >= 2 ? 4 : 8;
+    while (p.tb < 8 && tiles / p.tb > wave) p.tb *= 2;
   }
   return p;
+}
+
+int sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      n <= 0)
+    return 132;
+  return n;
 }
 
 // ---------------- prefill path: 128x128x128 tiles, 3-stage cp.async ----------------
@@ -326,7 +336,8 @@ cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const Skinny
 }
 
 bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
-  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128);
+  static const int sms = sm_count();  // one device per process in this engine
+  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128, sms);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8 / p.tb), static_cast<unsigned>(p.ksplit),
                      static_cast<unsigned>(groups));

@@ -18,8 +18,8 @@ using detail::kLtWorkspace;
 namespace {
 
 // The descriptors of one shape (the cache asks the heuristic for the algorithm).
-cublasStatus_t build_fp8_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t K, int64_t ldx, int64_t ldy,
-                              bool y_bf16, const void* sa, const void* sb) {
+cublasStatus_t build_fp8_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t K, bool y_bf16, const void* sa,
+                              const void* sb) {
   const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
   const int32_t modeA = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, modeB = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
   const cudaDataType_t dt = y_bf16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -32,8 +32,8 @@ cublasStatus_t build_fp8_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t K
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
   cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
   if ((st = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_8F_E4M3, K, N, K)) != CUBLAS_STATUS_SUCCESS) return st;
-  if ((st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, ldx)) != CUBLAS_STATUS_SUCCESS) return st;
-  return cublasLtMatrixLayoutCreate(&p.d, dt, N, M, ldy);
+  if ((st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_8F_E4M3, K, M, K)) != CUBLAS_STATUS_SUCCESS) return st;
+  return cublasLtMatrixLayoutCreate(&p.d, dt, N, M, N);
 }
 
 __global__ void scales_to_f32_kernel(const uint8_t* __restrict__ s, int64_t n, float* __restrict__ out) {
@@ -56,18 +56,17 @@ bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream) {
   return check_launch("fp8_scales_to_f32");
 }
 
-bool fp8_linear_lt_strided(const uint8_t* xq, int64_t ldx, const float* xs_t, int64_t M, const Fp8Weight& w, void* y,
-                           int64_t ldy, bool y_bf16, void* workspace, void* stream) {
+bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
+                   void* workspace, void* stream) {
   if (M <= 0) return true;
   if (!w.scale_is_f32) return fail("fp8_linear_lt: weight scales must be fp32 (fp8_scales_to_f32)");
   if (w.n % 128 || w.k % 128) return fail("fp8_linear_lt: N, K must be multiples of 128");
-  if (ldx < w.k || ldy < w.n || ldx % 16 || ldy % 4) return fail("fp8_linear_lt: bad row strides");
   if (!workspace) return fail("fp8_linear_lt: workspace (fp8_linear_lt_workspace_bytes) required");
   detail::LtCache& c = detail::lt_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   detail::LtPlan* p = nullptr;
-  const detail::LtKey key{int(detail::LtKind::kFp8Block), M, w.n, w.k, y_bf16, ldx, ldy};
-  auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, ldx, ldy, y_bf16, w.scale, xs_t); };
+  const detail::LtKey key{int(detail::LtKind::kFp8Block), M, w.n, w.k, y_bf16};
+  auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, y_bf16, w.scale, xs_t); };
   if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p)) return false;
   const void* sa = w.scale;
   const void* sb = xs_t;
@@ -78,11 +77,6 @@ bool fp8_linear_lt_strided(const uint8_t* xq, int64_t ldx, const float* xs_t, in
                                            &p->algo, workspace, kLtWorkspace, as_stream(stream));
   if (st != CUBLAS_STATUS_SUCCESS) return detail::lt_fail("fp8_linear_lt", "cublasLtMatmul", st);
   return true;
-}
-
-bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
-                   void* workspace, void* stream) {
-  return fp8_linear_lt_strided(xq, w.k, xs_t, M, w, y, w.n, y_bf16, workspace, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -1,6 +1,6 @@
 // The cuBLASLt handle and plan cache shared by the cuBLASLt GEMMs of the CUDA op set (fp8_lt.cu:
 // FP8 block-scaled, model_ops.cu: bf16). One handle per process; a plan (descriptors + the
-// heuristic's first algorithm) per (kind, M, N, K, out type, row strides), so a shape always runs the same
+// heuristic's first algorithm) per (kind, M, N, K, out type), so a shape always runs the same
 // algorithm. Host code only; never included outside backend/cuda.
 #pragma once
 
@@ -25,7 +25,7 @@ struct LtPlan {
 };
 
 enum class LtKind : int { kFp8Block = 0, kBf16 = 1 };
-using LtKey = std::tuple<int, int64_t, int64_t, int64_t, bool, int64_t, int64_t>;  // kind, M, N, K, y_bf16, ldx, ldy
+using LtKey = std::tuple<int, int64_t, int64_t, int64_t, bool>;  // kind, M, N, K, y_bf16
 
 struct LtCache {
   std::mutex mu;  // held by the caller around lt_get_plan and the matmul that uses the plan

@@ -215,7 +215,7 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
   detail::LtCache& c = detail::lt_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   detail::LtPlan* p = nullptr;
-  const detail::LtKey key{int(detail::LtKind::kBf16), M, N, K, y_bf16, K, N};
+  const detail::LtKey key{int(detail::LtKind::kBf16), M, N, K, y_bf16};
   auto build = [&](detail::LtPlan& np) { return build_bf16_plan(np, M, N, K, y_bf16); };
   if (!detail::lt_get_plan(c, key, "bf16_linear_lt", build, &p)) return false;
   const float one = 1.f, zero = 0.f;

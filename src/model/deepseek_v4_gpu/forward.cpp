@@ -85,34 +85,14 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
 }
 
 Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
-  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0) return false;
-  const int64_t K = W.k, N = W.n / G;
-  const bool lt = M >= kLtMinRows;
-  const auto key = std::make_tuple(M, -W.n, K);  // the strided plan of one group (all groups share it)
-  if ((lt && lt_missing_.count(key)) || (!lt && M > 64)) return false;
+  // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
+  // blocks of wider rows, measured on the H200), so from kLtMinRows rows the caller's per-group path.
+  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || M >= kLtMinRows) return false;
+  const int64_t K = W.k;
   DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
   DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
-  if (!lt) {  // one quantisation and one launch for every group
-    DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
-    DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, W.fp8_rows(0, W.n), static_cast<int>(G), y, stream_));
-    return true;
-  }
-  // One quantisation (scales K-block-major: group g's are rows g*K/128.. of it), then one
-  // cuBLASLt GEMM per group on column blocks of x and y (no transposes), spread over the lanes.
-  DI_CUDA_TRY(dc::quantize_act_fp8_t(x, true, M, G * K, q8, qs, stream_));
-  DI_TRY(fork(kLanes));
-  for (int64_t g = 0; g < G; ++g) {
-    const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
-    DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
-    if (!dc::fp8_linear_lt_strided(q8 + g * K, G * K, qs + g * (K / 128) * M, M, W.lt_rows(g * N, N), y + g * N,
-                                   G * N, false, lws, st(lane))) {
-      if (g > 0) return Status::internal("grouped FP8 linear: " + dc::last_error());  // one plan for all groups
-      lt_missing_.insert(key);
-      DI_TRY(join(kLanes));
-      return false;
-    }
-  }
-  DI_TRY(join(kLanes));
+  DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
+  DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, W.fp8_rows(0, W.n), static_cast<int>(G), y, stream_));
   return true;
 }
 

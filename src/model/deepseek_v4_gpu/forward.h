@@ -73,10 +73,10 @@ class Forward {
   Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1) {
     return linear(x, false, M, W, 0, W.n, y, lane);
   }
-  /// V4's grouped output projection in as few launches as the shape allows: y [M, G*N] from bf16
-  /// x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..) times W rows [g*N, ..)), FP8 W only.
-  /// Returns false (nothing launched) where it does not apply (batch-invariant mode, no cuBLASLt
-  /// plan at this M): the caller then runs one linear per group.
+  /// V4's grouped output projection in one quantisation and one launch (the FP8 decode path):
+  /// y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..) times W rows
+  /// [g*N, ..)). Returns false (nothing launched) where it does not apply (batch-invariant mode,
+  /// M from the cuBLASLt threshold, a bf16 W): the caller then runs one linear per group.
   Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
   static constexpr int kLanes = 3;
   void* st(int lane) const { return lane < 0 ? stream_ : side_[lane]; }
