@@ -5,6 +5,7 @@
 namespace deepinfer::cuda {
 std::vector<std::string> list_devices();
 double measure_copy_bandwidth();
+void profiler_range(bool start);
 double measure_fp8_tflops();
 }
 #endif
@@ -34,6 +35,14 @@ double cuda_fp8_tflops() {
   return cuda::measure_fp8_tflops();
 #else
   return 0.0;
+#endif
+}
+
+void cuda_profiler_range(bool start) {
+#if DI_HAS_CUDA
+  cuda::profiler_range(start);
+#else
+  (void)start;
 #endif
 }
 

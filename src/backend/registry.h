@@ -20,4 +20,9 @@ double cuda_copy_bandwidth_gb_s();
 /// device, or on any failure.
 double cuda_fp8_tflops();
 
+/// Marks the start (true) or end (false) of the span a profiler started with "profile from start
+/// off" records (cudaProfilerStart / cudaProfilerStop; e.g. `ncu --profile-from-start off`); a
+/// no-op without the CUDA backend or a profiler.
+void cuda_profiler_range(bool start);
+
 }  // namespace deepinfer

@@ -165,11 +165,15 @@ int run_bench(const BenchArgs& a) {
         next[b] = tok(rng);
         batch[b].tokens = std::span<const int32_t>(&next[b], 1);
       }
-      if (!cpu && step == untimed) (void)cuda_step_times(m, true);  // the timed steps' parts only
+      if (!cpu && step == untimed) {
+        (void)cuda_step_times(m, true);  // the timed steps' parts only
+        cuda_profiler_range(true);       // a profiler started with "from start off" records these steps
+      }
       const double t1 = now_s();
       DI_TRY(on_device ? m.forward_sample(batch, rows, sampled) : m.forward(batch, out));
       if (step >= untimed) decode_s += now_s() - t1;
     }
+    if (!cpu) cuda_profiler_range(false);
     return Status::ok();
   };
   Status s = run();

@@ -5,7 +5,10 @@
 #      first 2 kernels matching REGEX in `cuda_ops_bench OPS_ARGS` (ncu-kernels.txt);
 #   2. TIME_BENCH="ARGS": device time by kernel of `deepinfer bench --device cuda ARGS`, every
 #      kernel serialised and timed alone (tools/device/ncu_table.py; ncu-times.txt); TIME_SKIP and
-#      TIME_COUNT pick a window of launches (e.g. one decode step after the prefill).
+#      TIME_COUNT pick a window of launches (e.g. one decode step after the prefill); with
+#      TIME_RANGE=1 only the timed decode steps are recorded (the bench marks them with
+#      cudaProfilerStart/Stop; ncu --profile-from-start off), so a large batch's prefill is not
+#      profiled kernel by kernel (tools/device/ncu_step.py then picks one step).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -29,6 +32,7 @@ if [ -n "${TIME_BENCH:-}" ]; then
   echo "== ncu kernel times: deepinfer bench $TIME_BENCH ($(date +%T))"
   # shellcheck disable=SC2086
   timeout "${TIME_S:-200}" "$NCU" --metrics gpu__time_duration.sum --cache-control none --clock-control none \
+    $([ "${TIME_RANGE:-0}" = 1 ] && echo --profile-from-start off) \
     --launch-skip "${TIME_SKIP:-0}" --launch-count "${TIME_COUNT:-100000}" --csv --log-file "$OUT/ncu-times.csv" \
     .device-bin/bin/deepinfer bench --device cuda $TIME_BENCH > "$OUT/ncu-bench.txt" 2>&1
   echo "rc=$?"; grep -E "^decode |^prefill " "$OUT/ncu-bench.txt"

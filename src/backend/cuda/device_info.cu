@@ -1,5 +1,6 @@
 // CUDA device discovery for the backend registry, and the two device rates `deepinfer bench`
 // puts its floors on (copy bandwidth, FP8 tensor rate), measured in the same run.
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -100,6 +101,11 @@ double measure_fp8_tflops() {
     if (p) cudaFree(p);
   cudaGetLastError();
   return ok ? best : 0.0;
+}
+
+// The profiler's recording span (registry.h cuda_profiler_range); errors (no device) are dropped.
+void profiler_range(bool start) {
+  if (start ? cudaProfilerStart() != cudaSuccess : cudaProfilerStop() != cudaSuccess) cudaGetLastError();
 }
 
 }  // namespace deepinfer::cuda
