@@ -81,9 +81,9 @@ struct Fp8Weight {
 /// Workspace bytes fp8_linear needs for these shapes: 0 today (the decode path's split-K sums
 /// meet in distributed shared memory); kept so callers need not change if a path needs one.
 size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K);
-/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split (from N and K
-/// only) over one thread-block cluster, fixed-order sums) or the tiled path (M > 64: 128x128x128
-/// tiles, 3-stage cp.async pipeline).
+/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split (from N, K and
+/// the SM count, never M) over one thread-block cluster, fixed-order sums) or the tiled path
+/// (M > 64: 128x128x128 tiles, 3-stage cp.async pipeline).
 bool fp8_linear(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
                 void* stream = nullptr);
 /// The two paths, callable directly (tests check both on every shape).

@@ -39,9 +39,9 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 // columns [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's
 // grouped wo_a in one launch). grid (N/8/TB, ksplit, G), 8 warps: a block holds TB tiles of 8
 // weight rows, 8/TB warps per tile; warp slice s = blockIdx.y * (8/TB) + its index in the tile
-// takes K blocks s, s+S, ... (S = ksplit * 8/TB) in order, with the weights of U blocks in flight
-// (bandwidth needs bytes in flight: a warp with one 1 KB load at a time left the kernel at ~40%
-// of the copy rate). A tile's warp sums are added in warp order in shared memory; with
+// takes K blocks s, s+S, ... (S = ksplit * 8/TB) in order, with the weights of kSkinnyInFlight
+// blocks in flight (2; 4 took 106 registers and measured slower on the H200, wq_b 18.8 vs 17.9
+// us). A tile's warp sums are added in warp order in shared memory; with
 // ksplit > 1 the ksplit blocks of a tile form one thread-block cluster and block 0 adds the
 // blocks' sums in block order through distributed shared memory (no workspace, no second launch).
 // TB, ksplit follow from (G*N, K) and the SM count alone, so a row's sums never depend on M.
