@@ -239,7 +239,6 @@ TEST(CudaOps, Fp8LinearMatchesCpu) {
   }
 }
 
-// The device layout is a bit permutation with the documented sign places (host only: runs in CI).
 // V4's grouped wo_a (8 groups of 1024 rows over 4096 columns each) in one launch of the decode
 // path (fp8_linear_grouped_skinny) against the CPU per group, and its row 0 bitwise the same at
 // M = 1, 5, 33.
@@ -293,6 +292,7 @@ TEST(CudaOps, Fp8GroupedLinearMatchesCpu) {
   }
 }
 
+// The device layout is a bit permutation with the documented sign places (host only: runs in CI).
 TEST(CudaOps, Mxfp4DeviceLayoutIsABitPermutation) {
   std::mt19937 rng(5);
   for (int i = 0; i < 100000; ++i) {

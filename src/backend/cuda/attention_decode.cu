@@ -31,6 +31,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "backend/cuda/cuda_common.cuh"
@@ -386,25 +387,16 @@ int host_max_splits(const DecodeAttnArgs& a) {
 // GPU and read each K tile once for all heads.
 constexpr int kSmallGridWaves = 2;
 int heads_per_block(int64_t blocks) {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    sms = 132;  // H200; only the speed depends on it
-  return blocks * (kH / 16) <= int64_t(kSmallGridWaves) * sms ? 16 : kH;
+  return blocks * (kH / 16) <= int64_t(kSmallGridWaves) * detail::sm_count() ? 16 : kH;
 }
 
-// Sets the dynamic shared memory limit of each variant once.
+// Sets the dynamic shared memory limit of each variant, once per device.
 bool set_smem_attributes() {
-  static bool attr_set = false;
-  if (attr_set) return true;
-  if (!check(cudaFuncSetAttribute(attn_split_kernel<kH>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem_bytes(kH))),
-             "decode_attention: smem attribute") ||
-      !check(cudaFuncSetAttribute(attn_split_kernel<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem_bytes(16))),
-             "decode_attention: smem attribute"))
-    return false;
-  attr_set = true;
-  return true;
+  static std::atomic<uint64_t> set16{0}, set64{0};
+  return detail::max_dynamic_smem_once(reinterpret_cast<const void*>(attn_split_kernel<16>), int(smem_bytes(16)),
+                                       set16, "decode_attention: smem attribute") &&
+         detail::max_dynamic_smem_once(reinterpret_cast<const void*>(attn_split_kernel<kH>), int(smem_bytes(kH)),
+                                       set64, "decode_attention: smem attribute");
 }
 
 }  // namespace

@@ -28,6 +28,18 @@ inline bool check(cudaError_t e, const char* what) {
 }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
+/// SM count of the current device (132, an H100/H200's, if it cannot be read: launch shapes that
+/// use it only change speed).
+inline int sm_count() {
+  int dev = 0, n = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+      n <= 0) {
+    cudaGetLastError();
+    return 132;
+  }
+  return n;
+}
+
 /// Raises a kernel's dynamic shared-memory limit on the current device unless `done` (one bit per
 /// device, owned by the caller's kernel) says it was already raised there.
 inline bool max_dynamic_smem_once(const void* func, int bytes, std::atomic<uint64_t>& done, const char* what) {

@@ -192,13 +192,6 @@ SkinnyPlan skinny_plan(int64_t tiles, int64_t nkb, int sms) {
   return p;
 }
 
-int sm_count() {
-  int dev = 0, n = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-      n <= 0)
-    return 132;
-  return n;
-}
 
 // ---------------- prefill path: 128x128x128 tiles, 3-stage cp.async ----------------
 constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 3, kLds = 192;  // row stride 192 B: conflict-free
@@ -336,8 +329,7 @@ cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const Skinny
 }
 
 bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
-  static const int sms = sm_count();  // one device per process in this engine
-  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128, sms);
+  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128, detail::sm_count());
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8 / p.tb), static_cast<unsigned>(p.ksplit),
                      static_cast<unsigned>(groups));
