@@ -403,6 +403,18 @@ void bench_moe_paths(int E, int m) {
   r.peer = "moe_narrow16";
   r.peer_ms = narrow_ms;
   report(r);
+  const double wide_ms = r.ms;
+  std::vector<dc::Mxfp4Group *> q13, q2;
+  const int nq = groups(128, q13, q2), mq = std::min(m, 128);
+  r.op = "moe_wgmma128";
+  r.groups = nq;
+  r.ms = time_graph(std::max(sets, 20), [&](int i) {
+    OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, mq, x16, I, d, 10.f, a16, g_stream));
+    OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, mq, a16, d, I, g_stream));
+  });
+  r.peer = "moe_wide64";
+  r.peer_ms = wide_ms;
+  report(r);
   for (void* p : owned) CK(cudaFree(p));
 }
 

@@ -451,27 +451,50 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
                                 outw.as<float>()));
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     const auto wide = download<float>(outw, T * d);
+    // The wgmma kernels (128-row groups) on the same routing.
+    const int Gg = dc::moe_max_groups(T, K, E, 128);
+    const int mg = static_cast<int>(std::min<int64_t>(T, 128));
+    Dev g13w(2 * Gg * sizeof(dc::Mxfp4Group)), g2w(Gg * sizeof(dc::Mxfp4Group)), ypg(R * d * 4), outg(T * d * 4);
+    ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), T, K, E, dptrs.as<dc::ExpertPtrs>(), nullptr, nullptr,
+                                     nullptr, nullptr, ypg.as<float>(), d, I, Gg, pos.as<int32_t>(),
+                                     g13w.as<dc::Mxfp4Group>(), g2w.as<dc::Mxfp4Group>(), nullptr, 128))
+        << dc::last_error();
+    ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(g13w.as<dc::Mxfp4Group>(), Gg, mg, x16.as<uint16_t>(), I, d, 10.f,
+                                                   a16.as<uint16_t>()))
+        << dc::last_error();
+    ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(g2w.as<dc::Mxfp4Group>(), Gg, mg, a16.as<uint16_t>(), d, I))
+        << dc::last_error();
+    ASSERT_TRUE(dc::moe_combine(ypg.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
+                                outg.as<float>()));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto wgm = download<float>(outg, T * d);
     const double err_w = rel_l2(wide, ref), wide_vs_narrow = rel_l2(wide, narrow);
-    std::printf("moe sublayer T=%lld: rel L2 %.3g (narrow), %.3g (wide), wide vs narrow %.3g\n", (long long)T, err,
-                err_w, wide_vs_narrow);
+    const double err_g = rel_l2(wgm, ref), wgmma_vs_narrow = rel_l2(wgm, narrow);
+    std::printf("moe sublayer T=%lld: rel L2 %.3g (narrow), %.3g (wide), %.3g (wgmma); vs narrow: wide %.3g, "
+                "wgmma %.3g\n",
+                (long long)T, err, err_w, err_g, wide_vs_narrow, wgmma_vs_narrow);
     EXPECT_LT(err, 2e-3) << "T=" << T;
     EXPECT_LT(err_w, 2e-3) << "T=" << T;
+    EXPECT_LT(err_g, 2e-3) << "T=" << T;
     // Same fp16 inputs and per-32 scaling; only the fp32 sum order (and so an fp16 rounding of
     // the SwiGLU output now and then) differs.
     EXPECT_LT(wide_vs_narrow, 1e-4) << "T=" << T;
+    EXPECT_LT(wgmma_vs_narrow, 1e-4) << "T=" << T;
   }
 }
 
-// The wide expert kernels against the narrow ones at the V4-Flash expert shapes (d 4096, I 2048,
-// the long K loops), host-built groups: expert 0 with 70 rows (groups of 64 + 6), expert 1 with 33,
-// expert 2 with 1, and an empty (m = 0) descriptor whose rows must stay unwritten; expert 1 has
-// scale bytes outside the foldable range [104, 128] in some chunks (the unfolded path). Both paths round
-// x to fp16; y rows within rel L2 1e-4 of each other; the padding rows after each expert keep NaN.
+// The wide expert kernels (mma.sync, 64-row groups; wgmma, 64- and 128-row groups) against the
+// narrow ones at the V4-Flash expert shapes (d 4096, I 2048, the long K loops), host-built groups:
+// expert 0 with 70 rows (groups of 64 + 6; one of 70 at wgmma width 96), expert 1 with 33 (width
+// 48), expert 2 with 1 (width 16), expert 3 with 150 (128 + 22: widths 128 and 32), and an empty
+// (m = 0) descriptor whose rows must stay unwritten; expert 1 has scale bytes outside the foldable
+// range [106, 132] in some chunks (the unfolded path). Every path rounds x to fp16; y rows within
+// rel L2 1e-4 of the narrow ones; the padding rows after each expert keep NaN.
 TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(21);
   const int64_t d = 4096, I = 2048;
-  const std::vector<int> rows = {70, 33, 1};
+  const std::vector<int> rows = {70, 33, 1, 150};
   std::vector<std::unique_ptr<Dev>> keep;
   auto up = [&](const Tensor& t) {
     keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
@@ -492,14 +515,15 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
     }
     ex.push_back({upw(w1.data), up(w1.scale), upw(w3.data), up(w3.scale), upw(w2.data), up(w2.scale)});
   }
-  // Each expert's rows start at a multiple of 128 rows (padding rows in between stay unused).
-  const int64_t stride = 128, R = stride * int64_t(rows.size());
+  // Each expert's rows start at a multiple of 256 rows (padding rows in between stay unused).
+  const int64_t stride = 256, R = stride * int64_t(rows.size());
   const auto x = randn(R * d, rng, 0.5f);
   std::vector<int32_t> ident(R);
   std::iota(ident.begin(), ident.end(), 0);
   const std::vector<float> nan_y(R * d, NAN);
   Dev dx(x.data(), x.size() * 4), dpos(ident.data(), R * 4), x16(R * d * 2), a16(R * I * 2);
   Dev gp(R * I * 4), upm(R * I * 4), ap(R * I * 4), yn(nan_y.data(), R * d * 4), yw(nan_y.data(), R * d * 4);
+  Dev yg(nan_y.data(), R * d * 4), yg64(nan_y.data(), R * d * 4);
   ASSERT_TRUE(dc::moe_permute_f16(dx.as<float>(), R, 1, d, dpos.as<int32_t>(), x16.as<uint16_t>()));
   auto groups = [&](int gr, float* y, std::vector<dc::Mxfp4Group>& g13, std::vector<dc::Mxfp4Group>& g2) {
     for (size_t e = 0; e < rows.size(); ++e)
@@ -512,12 +536,16 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
       }
     g13.push_back({}), g13.push_back({}), g2.push_back({});  // an empty group
   };
-  std::vector<dc::Mxfp4Group> n13, n2, w13, w2;
+  std::vector<dc::Mxfp4Group> n13, n2, w13, w2, q13, q2, h13, h2;
   groups(16, yn.as<float>(), n13, n2);
   groups(64, yw.as<float>(), w13, w2);
+  groups(128, yg.as<float>(), q13, q2);
+  groups(64, yg64.as<float>(), h13, h2);
   Dev dn13(n13.data(), n13.size() * sizeof(n13[0])), dn2(n2.data(), n2.size() * sizeof(n2[0]));
   Dev dw13(w13.data(), w13.size() * sizeof(w13[0])), dw2(w2.data(), w2.size() * sizeof(w2[0]));
-  const int nn = static_cast<int>(n2.size()), nw = static_cast<int>(w2.size());
+  Dev dq13(q13.data(), q13.size() * sizeof(q13[0])), dq2(q2.data(), q2.size() * sizeof(q2[0]));
+  Dev dh13(h13.data(), h13.size() * sizeof(h13[0])), dh2(h2.data(), h2.size() * sizeof(h2[0]));
+  const int nn = static_cast<int>(n2.size()), nw = static_cast<int>(w2.size()), nq = static_cast<int>(q2.size());
   ASSERT_TRUE(dc::mxfp4_linear_grouped(dn13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d)) << dc::last_error();
   ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
   ASSERT_TRUE(dc::mxfp4_linear_grouped(dn2.as<dc::Mxfp4Group>(), nn, 16, d, I)) << dc::last_error();
@@ -525,17 +553,31 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
                                            a16.as<uint16_t>()))
       << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w2(dw2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(dq13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
+                                                 a16.as<uint16_t>()))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(dq2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(dh13.as<dc::Mxfp4Group>(), nw, 64, x16.as<uint16_t>(), I, d, 10.f,
+                                                 a16.as<uint16_t>()))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(dh2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I))
+      << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-  const auto vn = download<float>(yn, R * d), vw = download<float>(yw, R * d);
-  for (size_t e = 0; e < rows.size(); ++e) {
-    const int64_t r0 = int64_t(e) * stride;
-    const std::vector<float> a(vw.begin() + r0 * d, vw.begin() + (r0 + rows[e]) * d);
-    const std::vector<float> b(vn.begin() + r0 * d, vn.begin() + (r0 + rows[e]) * d);
-    const double err = rel_l2(a, b);
-    std::printf("wide vs narrow, expert %zu (%d rows): rel L2 %.3g\n", e, rows[e], err);
-    EXPECT_LT(err, 1e-4) << "expert " << e;
-    for (int64_t i = (r0 + rows[e]) * d; i < (r0 + stride) * d; ++i)
-      ASSERT_TRUE(std::isnan(vw[i])) << "padding row " << i / d << " written";
+  const auto vn = download<float>(yn, R * d);
+  const std::pair<const char*, Dev*> paths[] = {{"wide", &yw}, {"wgmma 128", &yg}, {"wgmma 64", &yg64}};
+  for (const auto& [name, dev] : paths) {
+    const auto vw = download<float>(*dev, R * d);
+    for (size_t e = 0; e < rows.size(); ++e) {
+      const int64_t r0 = int64_t(e) * stride;
+      const std::vector<float> a(vw.begin() + r0 * d, vw.begin() + (r0 + rows[e]) * d);
+      const std::vector<float> b(vn.begin() + r0 * d, vn.begin() + (r0 + rows[e]) * d);
+      const double err = rel_l2(a, b);
+      std::printf("%s vs narrow, expert %zu (%d rows): rel L2 %.3g\n", name, e, rows[e], err);
+      EXPECT_LT(err, 1e-4) << name << ", expert " << e;
+      for (int64_t i = (r0 + rows[e]) * d; i < (r0 + stride) * d; ++i)
+        ASSERT_TRUE(std::isnan(vw[i])) << name << ": padding row " << i / d << " written";
+    }
   }
 }
 

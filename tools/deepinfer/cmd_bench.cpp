@@ -280,6 +280,7 @@ int run_bench(const BenchArgs& a) {
                      {"prefill_chunk", a.prefill_chunk},
                      {"moe_group_rows", a.tuning.moe_group_rows},
                      {"moe_wide_rows", a.tuning.moe_wide_rows},
+                     {"moe_wgmma", a.tuning.moe_wgmma},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
@@ -323,6 +324,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--moe-wide-rows", a->tuning.moe_wide_rows,
                 "--device cuda: routed rows (tokens x top-k) of a forward from which the wide expert kernels run "
                 "(0: the default, 32; -1: never)");
+  b->add_flag("!--no-moe-wgmma", a->tuning.moe_wgmma,
+              "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

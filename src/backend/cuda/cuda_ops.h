@@ -191,7 +191,7 @@ struct Mxfp4Group {
   const uint8_t* scale = nullptr;
   const float* x = nullptr;  // [m, K]
   float* y = nullptr;        // [m, N]
-  int32_t m = 0;             // rows of this group (0..64)
+  int32_t m = 0;             // rows of this group (0..64; 0..128 for the wgmma kernels)
   int32_t row0 = 0;          // first row in the permuted row buffers (the wide kernels' x16 / a16)
 };
 /// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K).
@@ -217,6 +217,14 @@ bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, co
 /// K % 128 == 0.
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream = nullptr);
+/// The same two steps on Hopper's warpgroup MMA (mxfp4_wgmma.cu): identical inputs, outputs and
+/// scale handling; groups of up to 128 rows (the wgmma width follows each group's rows), weights
+/// dequantised in registers straight into the MMA's A operand. w13 needs I % 64 == 0, w2
+/// N % 128 == 0; K % 128 == 0. sm_90a only.
+bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
+                                    int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
+bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
+                            void* stream = nullptr);
 /// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-transposed, for the T * k routed slots
 /// (moe_permute in fp16). Needs d % 32 == 0 (whole 32-column groups).
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,

@@ -805,7 +805,8 @@ bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_expert
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
                       Mxfp4Group* groups2, void* stream, int group_rows) {
   if (T * k > kMaxSlots || n_experts > 1024) return fail("moe_build_groups: T*k > 8192 or E > 1024");
-  if (group_rows != 16 && group_rows != 32 && group_rows != 64) return fail("moe_build_groups: group_rows not 16, 32 or 64");
+  if (group_rows != 16 && group_rows != 32 && group_rows != 64 && group_rows != 128)
+    return fail("moe_build_groups: group_rows not 16, 32, 64 or 128");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
   moe_groups_kernel<<<1, 256, 0, as_stream(stream)>>>(experts, static_cast<int>(T * k), static_cast<int>(n_experts),

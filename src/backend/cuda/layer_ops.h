@@ -53,7 +53,8 @@ int moe_group_rows();
 int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// From experts [T, k] (device), on the device: slot_pos[T*k] (row of each (token, slot) in the
 /// expert-sorted order: experts ascending, (token, slot) ascending within one), and the group
-/// lists for mxfp4_linear_grouped (groups of at most group_rows = 16, 32 or 64 rows): groups13
+/// lists for mxfp4_linear_grouped (groups of at most group_rows = 16, 32 or 64 rows; 128 for the
+/// wgmma kernels): groups13
 /// [2 * max_groups] (w1 then w3 of each group: x = x_perm rows, y = g_perm / u_perm rows) and
 /// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. x_perm, g_perm,
 /// u_perm and a_perm may be null (the wide kernels take x16 / a16 by row0): their descriptor

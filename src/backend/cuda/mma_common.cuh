@@ -44,6 +44,20 @@ __device__ __forceinline__ void mxfp4_lut(uint32_t s, uint32_t& l0, uint32_t& l1
   l1 = s * 0x04040404u + (kE2m1Lut1 - k * 0x01010101u);
 }
 
+/// The wide expert kernels' folded tables carry 2^kMxfp4Bias (|e2m1| * 2^(s - 127 + bias)), so
+/// the table reaches the small scales real weights have; their epilogues multiply by
+/// kMxfp4Unbias = 2^-kMxfp4Bias, exactly.
+constexpr int kMxfp4Bias = 8;
+constexpr float kMxfp4Unbias = 1.f / 256.f;
+static_assert(kMxfp4Unbias * (1 << kMxfp4Bias) == 1.f, "kMxfp4Unbias is 2^-kMxfp4Bias");
+
+/// Folding the scale into the table is exact when every scale byte s of a chunk is in
+/// [106, 132]: d = s - 127 + 8 lies in [-13, 13], so every |e2m1| * 2^d (0.5 * 2^-13 .. 6 * 2^13) is
+/// a normal fp16 number with a zero low byte (mxfp4_lut). s4: four scale bytes.
+__device__ __forceinline__ bool mxfp4_foldable(uint32_t s4) {
+  return (__vcmpgeu4(s4, 0x6A6A6A6Au) & __vcmpleu4(s4, 0x84848484u)) == 0xffffffffu;
+}
+
 /// The 8 codes of a device-layout word as 4 half2: (code 0, 1), (2, 3), (4, 5), (6, 7), each
 /// |code| looked up in the table (l0, l1).
 __device__ __forceinline__ void e2m1_dev_pairs(uint32_t w, uint32_t l0, uint32_t l1, uint32_t (&p)[4]) {
@@ -70,6 +84,11 @@ __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t saddr) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(saddr)
                : "memory");
+}
+__device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
+  uint32_t v;
+  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(saddr) : "memory");
+  return v;
 }
 __device__ __forceinline__ uint2 lds_u2(uint32_t saddr) {
   uint2 v;

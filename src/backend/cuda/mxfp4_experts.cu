@@ -16,7 +16,7 @@
 // __syncthreads_and per chunk, from the weights alone), each folds into the lookup table as
 // 2^(s - 127 + 8) (exact fp16 weights, see foldable) and the mma accumulate straight into the
 // result; otherwise per 32 along K two mma of the plain e2m1 values go into a fresh fragment,
-// added times 2^8 * scale (the narrow kernel's arithmetic). Both carry 2^8 (kBias, so the table
+// added times 2^8 * scale (the narrow kernel's arithmetic). Both carry 2^8 (kMxfp4Bias, so the table
 // reaches the small scales real weights have); the epilogue multiplies by 2^-8, exactly. No split
 // K: a row's sum is one thread's sequential sum, and which path a chunk takes depends on the
 // weights only, so a row's result never depends on the other rows of its group.
@@ -51,12 +51,6 @@ constexpr int smem_bytes() { return stages<MT>() * stage_bytes<MT>(); }
 // the 8 rows of one ldmatrix phase hit 8 distinct 16-byte bank slots.
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 256 + ((seg ^ (row & 7)) << 4)); }
 
-__device__ __forceinline__ uint32_t lds_u32(uint32_t saddr) {
-  uint32_t v;
-  asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(saddr) : "memory");
-  return v;
-}
-
 // The A fragments of m tile mt for scale group j (columns 32j..32j+31, pair-transposed): two
 // ldmatrix x4, each the four registers of one k16 mma. Lane l points at row
 // mt*16 + (l & 7) + 8 ((l >> 3) & 1), segment 4j + (l >> 4) (+ 2 for the second mma).
@@ -71,18 +65,6 @@ __device__ __forceinline__ XFrag x_frag(uint32_t xs, int mt, int j, int lane) {
   return f;
 }
 
-// Both paths carry 2^kBias: the folded table is |e2m1| * 2^(s - 127 + kBias).
-constexpr int kBias = 8;
-constexpr float kUnbias = 1.f / 256.f;
-static_assert(kUnbias * (1 << kBias) == 1.f, "kUnbias is 2^-kBias");
-
-// Folding the scale into the table is exact when every scale byte s of the chunk is in
-// [106, 132]: d = s - 127 + 8 lies in [-13, 13], so every |e2m1| * 2^d (0.5 * 2^-13 .. 6 * 2^13) is
-// a normal fp16 number with a zero low byte (mxfp4_lut).
-__device__ __forceinline__ bool foldable(uint32_t s4) {
-  return (__vcmpgeu4(s4, 0x6A6A6A6Au) & __vcmpleu4(s4, 0x84848484u)) == 0xffffffffu;
-}
-
 // One 128-wide chunk, scales folded into the weights: the mma accumulate straight into acc.
 template <int MT>
 __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
@@ -93,7 +75,7 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
 #pragma unroll
     for (int nt = 0; nt < kNT; ++nt) {
       uint32_t l0, l1;
-      mxfp4_lut<kBias>(__byte_perm(sg[nt], 0u, 0x4440u + j), l0, l1);  // scale byte j, zero-extended
+      mxfp4_lut<kMxfp4Bias>(__byte_perm(sg[nt], 0u, 0x4440u + j), l0, l1);  // scale byte j, zero-extended
       e2m1_dev_pairs(wv[nt][j], l0, l1, b[nt]);
     }
 #pragma unroll
@@ -110,7 +92,7 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[kNT][MT][4], const uin
 }
 
 // One chunk with any scales: per 32 a fresh fragment of the plain e2m1 values, added times
-// 2^kBias * scale (one fma: the narrow kernel's rounding, times 2^kBias).
+// 2^kMxfp4Bias * scale (one fma: the narrow kernel's rounding, times 2^kMxfp4Bias).
 template <int MT>
 __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint32_t (&wv)[kNT][4],
                                             const uint2 (&sv)[kNT], uint32_t xs, int m, int lane) {
@@ -127,8 +109,8 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint
         e2m1_dev_pairs(wv[nt][j], kE2m1Lut0, kE2m1Lut1, b);
         mma_f16(cf, x.a[0], x.a[1], x.a[2], x.a[3], b[0], b[1]);
         mma_f16(cf, x.b[0], x.b[1], x.b[2], x.b[3], b[2], b[3]);
-        const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu) * float(1 << kBias);
-        const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu) * float(1 << kBias);
+        const float s0 = e8m0_to_float((sv[nt].x >> (8 * j)) & 0xffu) * float(1 << kMxfp4Bias);
+        const float s1 = e8m0_to_float((sv[nt].y >> (8 * j)) & 0xffu) * float(1 << kMxfp4Bias);
         acc[nt][mt][0] = fmaf(cf[0], s0, acc[nt][mt][0]);
         acc[nt][mt][1] = fmaf(cf[1], s1, acc[nt][mt][1]);
         acc[nt][mt][2] = fmaf(cf[2], s0, acc[nt][mt][2]);
@@ -215,7 +197,7 @@ __global__ void __launch_bounds__(256, 2)
     const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
     // This thread's own copy of stage c is complete: its scale row (tid) decides with the others'
     // whether the block folds this chunk (a property of the block's weights only).
-    const bool fold = __syncthreads_and(foldable(lds_u32(st + kStageW + tid * 4)));
+    const bool fold = __syncthreads_and(mxfp4_foldable(lds_u32(st + kStageW + tid * 4)));
     // (the barrier: stage c is in for every thread; stage c - 1 is free for everyone)
     issue(c + stages<MT>() - 1);
     uint32_t wv[kNT][4], sg[kNT];
@@ -247,7 +229,7 @@ __global__ void __launch_bounds__(256, 2)
         const int c0 = 2 * ((p & ~15) + mxfp4_f16_pair_pos(p & 15));
         const float* ga = acc[q][mt];
         const float* ua = acc[q + 2][mt];
-        auto act = [&](int i) { return swiglu_clamped(ga[i] * kUnbias, ua[i] * kUnbias, limit); };
+        auto act = [&](int i) { return swiglu_clamped(ga[i] * kMxfp4Unbias, ua[i] * kMxfp4Unbias, limit); };
         if (r0 < m) *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r0) * N + c0) = __floats2half2_rn(act(0), act(1));
         if (r1 < m) *reinterpret_cast<__half2*>(a16 + int64_t(gd.row0 + r1) * N + c0) = __floats2half2_rn(act(2), act(3));
       }
@@ -256,8 +238,8 @@ __global__ void __launch_bounds__(256, 2)
       for (int nt = 0; nt < kNT; ++nt) {
         const int col = blockIdx.x * kRows + warp * 32 + nt * 8 + 2 * t;
         const float* a = acc[nt][mt];
-        if (r0 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r0) * N + col) = make_float2(a[0] * kUnbias, a[1] * kUnbias);
-        if (r1 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r1) * N + col) = make_float2(a[2] * kUnbias, a[3] * kUnbias);
+        if (r0 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r0) * N + col) = make_float2(a[0] * kMxfp4Unbias, a[1] * kMxfp4Unbias);
+        if (r1 < m) *reinterpret_cast<float2*>(gd.y + int64_t(r1) * N + col) = make_float2(a[2] * kMxfp4Unbias, a[3] * kMxfp4Unbias);
       }
     }
   }

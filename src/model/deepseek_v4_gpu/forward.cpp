@@ -452,9 +452,9 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = R >= wide_experts_from();
+    const bool wide = R >= wide_experts_from(), wg = wide && tuning_.moe_wgmma;
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
-    const int gr = wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+    const int gr = wg ? 128 : wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
@@ -485,8 +485,13 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
       DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
-      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
-      DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, stream_));
+      if (wg) {  // warpgroup MMA, groups of up to 128 rows
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, stream_));
+      } else {
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, stream_));
+      }
     } else {
       DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));

@@ -1,0 +1,294 @@
+// MXFP4 routed experts on Hopper's warpgroup MMA (cuda_ops.h, "wgmma" variants of the wide
+// kernels): the same inputs, outputs and scale handling as mxfp4_experts.cu, with the roles of the
+// operands swapped so the weights never pass through a second shared-memory copy.
+//
+// Block: 128 weight rows of one group (two warpgroups x 64: warp w owns rows 16w..16w+15) and all of
+// the group's <= NMAX rows. K is walked in 128-wide chunks through a 3-deep cp.async ring: per stage
+// the group's rows as fp16 (two panels of 64 columns, 128 B per row, 128-byte swizzle: the wgmma B
+// operand, K-major, N = the group's rows), 128 x 64 B of packed e2m1 (XOR-swizzled for ldmatrix)
+// and 128 x 4 scale bytes. Each warp takes its weights with ldmatrix (lane (g, t): the
+// device-layout word of codes 8t..8t+7 of rows g and g + 8, every scale group) and dequantises
+// them in registers (e2m1_dev_pairs) straight into the A fragments: per 32 columns (one scale
+// group) two m64 x N x k16 wgmma, A = {row g | row g + 8} x {pairs (8t, 8t+1) | (8t+2, 8t+3)},
+// then (8t+4, 8t+5) | (8t+6, 8t+7). The rows are stored pair-transposed (mxfp4_f16_pair_pos), so
+// those permuted k orders meet the same permutation on the B side: the k16 slices of B are plain
+// consecutive 16-column slices of the stored rows.
+// Scales: as the wide kernels, folded into the lookup table (2^(s - 127 + 8)) when every scale byte
+// of the chunk's 128 weight rows is in [106, 132]; otherwise per 32 along K two wgmma into a fresh
+// accumulator, added times 2^8 * scale. The epilogue multiplies by 2^-8. Which path a chunk takes
+// depends on the weights only.
+// N (the wgmma width) follows the group's rows (16, 32, 48, 64, 96 or 128; block-uniform); columns
+// past the group's rows compute on stale shared memory and are never stored (a column of D depends
+// only on its own column of B).
+// w13 variant: warp w's rows are w1 rows c0 + 8w .. + 7 (its rows g) and w3 rows c0 + 8w .. + 7
+// (rows g + 8), c0 = 64 * block, so gate and up of one output sit in one thread and the clamped
+// SwiGLU is the epilogue (fp16, pair-transposed, for the w2 kernel).
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+using detail::max_dynamic_smem_once;
+using namespace detail;
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRows = kWarps * 16;       // 128 weight rows per block
+constexpr int kStageW = kRows * 64;      // 8 KB of packed weights per stage
+constexpr int kStageS = 1024;            // 512 B of scales, padded: the next stage's rows stay 1024-aligned
+constexpr int kStages = 3;
+template <int NMAX>
+constexpr int stage_bytes() { return NMAX * 256 + kStageW + kStageS; }
+template <int NMAX>
+constexpr int smem_bytes() { return kStages * stage_bytes<NMAX>() + 1024; }  // + alignment slack
+
+// Row r, 16-byte segment seg (0..15) of a stage's rows: panel seg / 8 (NMAX rows of 128 B each),
+// chunk seg % 8 XOR (r & 7): the 128-byte swizzle wgmma_desc_sw128 describes.
+template <int NMAX>
+__device__ __forceinline__ uint32_t x_off(int row, int seg) {
+  return uint32_t((seg >> 3) * NMAX * 128 + row * 128 + (((seg & 7) ^ (row & 7)) << 4));
+}
+
+// The A fragments of scale group j of a chunk, from this lane's words wv[nt][j] (nt 0: row g, 1:
+// row g + 8) and their lookup tables: a[0] for the group's first k16 wgmma, a[1] for its second.
+__device__ __forceinline__ void a_frags(uint32_t w0, uint32_t w1, uint32_t l00, uint32_t l01, uint32_t l10,
+                                        uint32_t l11, uint32_t (&a)[2][4]) {
+  uint32_t p0[4], p1[4];
+  e2m1_dev_pairs(w0, l00, l01, p0);
+  e2m1_dev_pairs(w1, l10, l11, p1);
+  a[0][0] = p0[0], a[0][1] = p1[0], a[0][2] = p0[1], a[0][3] = p1[1];
+  a[1][0] = p0[2], a[1][1] = p1[2], a[1][2] = p0[3], a[1][3] = p1[3];
+}
+
+// One 128-wide chunk at width N: acc (+)= this warpgroup's 64 weight rows x the stage's rows.
+template <int N, int NMAX>
+__device__ __forceinline__ void chunk(float (&acc)[N / 2], uint32_t st, bool fold, int warp, int lane) {
+  const int g = lane >> 2;
+  const uint32_t wbase = st + NMAX * 256 + warp * 16 * 64, sbase = st + NMAX * 256 + kStageW + warp * 16 * 4;
+  uint32_t wv[2][4];
+  ldsm_x4(wv[0], wbase + w64_off(lane & 7, lane >> 3));
+  ldsm_x4(wv[1], wbase + 8 * 64 + w64_off(lane & 7, lane >> 3));
+  const uint32_t sg0 = lds_u32(sbase + g * 4), sg1 = lds_u32(sbase + (g + 8) * 4);  // 4 scale bytes each
+  auto desc = [&](int j, int h) { return wgmma_desc_sw128(st + (j >> 1) * NMAX * 128 + (j & 1) * 64 + h * 32); };
+  if (fold) {
+    uint32_t a[4][2][4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t l00, l01, l10, l11;
+      mxfp4_lut<kMxfp4Bias>(__byte_perm(sg0, 0u, 0x4440u + j), l00, l01);
+      mxfp4_lut<kMxfp4Bias>(__byte_perm(sg1, 0u, 0x4440u + j), l10, l11);
+      a_frags(wv[0][j], wv[1][j], l00, l01, l10, l11, a[j]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      wgmma_f16_rs<N>(acc, a[j][0], desc(j, 0), 1);
+      wgmma_f16_rs<N>(acc, a[j][1], desc(j, 1), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+  } else {
+    // Per scale group and 16 columns of B: two wgmma into a fresh fragment, added times the rows'
+    // scales (narrow slices keep this rare path's registers low).
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      uint32_t a[2][4];
+      a_frags(wv[0][j], wv[1][j], kE2m1Lut0, kE2m1Lut1, kE2m1Lut0, kE2m1Lut1, a);
+      const float s0 = e8m0_to_float((sg0 >> (8 * j)) & 0xffu) * float(1 << kMxfp4Bias);
+      const float s1 = e8m0_to_float((sg1 >> (8 * j)) & 0xffu) * float(1 << kMxfp4Bias);
+#pragma unroll
+      for (int q = 0; q < N / 16; ++q) {
+        float f[8];
+        wgmma_fence();
+        wgmma_f16_rs<16>(f, a[0], desc(j, 0) + q * (2048 >> 4), 0);  // B rows 16q..16q+15
+        wgmma_f16_rs<16>(f, a[1], desc(j, 1) + q * (2048 >> 4), 1);
+        wgmma_commit();
+        wgmma_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          float* o = acc + 8 * q + 4 * i;
+          o[0] = fmaf(f[4 * i + 0], s0, o[0]);
+          o[1] = fmaf(f[4 * i + 1], s0, o[1]);
+          o[2] = fmaf(f[4 * i + 2], s1, o[2]);
+          o[3] = fmaf(f[4 * i + 3], s1, o[3]);
+        }
+      }
+    }
+  }
+}
+
+struct Job {
+  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment
+  int64_t wstride;      // to its second weight row (block row + 64)
+  const uint8_t* ssrc;  // scale row tid (tid < 128)
+  const __half* xsrc;   // the group's row tid / 16, segment tid % 16
+  int m, K;
+};
+
+template <int NMAX>
+__device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int nchunk, int tid) {
+  if (c < nchunk) {
+    const uint32_t st = s_base + (c % kStages) * stage_bytes<NMAX>();
+    const uint32_t ws = st + NMAX * 256;
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+      cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wsrc + q * jb.wstride + c * 64);
+    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + c * 4);
+    const int xr = tid >> 4, xseg = tid & 15;
+#pragma unroll
+    for (int q = 0; q < NMAX / 16; ++q)
+      if (xr + 16 * q < jb.m)
+        cp_async16(st + x_off<NMAX>(xr + 16 * q, xseg), jb.xsrc + int64_t(16 * q) * jb.K + c * 128);
+  }
+  cp_commit();
+}
+
+// The whole K loop and the epilogue at width N (>= the group's rows).
+template <int N, int NMAX, bool kSwiglu>
+__device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, int Nout, float limit,
+                                    __half* __restrict__ a16) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int nchunk = jb.K / 128;
+  float acc[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) issue<NMAX>(jb, s_base, i, nchunk, tid);
+  for (int c = 0; c < nchunk; ++c) {
+    cp_wait<kStages - 2>();
+    fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
+    const uint32_t st = s_base + (c % kStages) * stage_bytes<NMAX>();
+    // One barrier: stage c is in for every thread, stage c - 1 (its wgmma waited for) is free, and
+    // the block decides from the chunk's scales alone whether it folds them.
+    const bool fold =
+        __syncthreads_and(tid >= kRows || mxfp4_foldable(lds_u32(st + NMAX * 256 + kStageW + tid * 4)));
+    issue<NMAX>(jb, s_base, c + kStages - 1, nchunk, tid);
+    chunk<N, NMAX>(acc, st, fold, warp, lane);
+  }
+  cp_wait<0>();
+
+  const int m = gd.m;
+  if (kSwiglu) {
+    const int f = blockIdx.x * 64 + warp * 8 + g;  // output column: gate in rows g, up in rows g + 8
+    const int p = f >> 1;
+    const int col = 2 * ((p & ~15) + mxfp4_f16_pair_pos(p & 15)) + (f & 1);
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * i + 2 * t + e;
+        if (r < m) {
+          const float v = swiglu_clamped(acc[4 * i + e] * kMxfp4Unbias, acc[4 * i + 2 + e] * kMxfp4Unbias, limit);
+          a16[int64_t(gd.row0 + r) * Nout + col] = __float2half_rn(v);
+        }
+      }
+    }
+  } else {
+    const int f0 = blockIdx.x * kRows + warp * 16 + g;
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * i + 2 * t + e;
+        if (r < m) {
+          gd.y[int64_t(r) * Nout + f0] = acc[4 * i + e] * kMxfp4Unbias;
+          gd.y[int64_t(r) * Nout + f0 + 8] = acc[4 * i + 2 + e] * kMxfp4Unbias;
+        }
+      }
+    }
+  }
+}
+
+// kSwiglu: g is g13 (pairs w1, w3), Nout = I, out a16; else g is g2, Nout = d, out the fp32 y.
+template <int NMAX, bool kSwiglu>
+__global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
+    mxfp4_wgmma_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int Nout, int K,
+                       float limit, __half* __restrict__ a16) {
+  extern __shared__ unsigned char smem_raw[];
+  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  const int m = gd.m;
+  if (m <= 0) return;
+  const int tid = threadIdx.x;
+  const int64_t row_bytes = K / 2;
+  const int kg = K / 32;
+  Job jb;
+  jb.m = m, jb.K = K;
+  // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
+  // w2: column 128 * block + r. Rows r and r + 64 are wstride apart either way.
+  auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
+    if (kSwiglu) {
+      const bool up = (r & 15) >= 8;
+      const int col = blockIdx.x * 64 + (r >> 4) * 8 + (r & 7);
+      w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + int64_t(col) * row_bytes;
+      s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + int64_t(col) * kg;
+    } else {
+      const int col = blockIdx.x * kRows + r;
+      w = gd.w + int64_t(col) * row_bytes;
+      s = gd.scale + int64_t(col) * kg;
+    }
+  };
+  {
+    const uint8_t* s;
+    wrow(tid >> 2, jb.wsrc, s);
+    jb.wsrc += (tid & 3) * 16;
+    const uint8_t* w;
+    wrow(tid & (kRows - 1), w, jb.ssrc);
+  }
+  jb.wstride = int64_t(kSwiglu ? 32 : 64) * row_bytes;
+  jb.xsrc = x16 + (int64_t(gd.row0) + (tid >> 4)) * K + (tid & 15) * 8;
+  const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  if (m <= 16) return run<16, NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+  if (m <= 32) return run<32, NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+  if (m <= 48) return run<48, NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+  if (NMAX <= 64 || m <= 64) return run<64, NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+  if (m <= 96) return run<(NMAX > 64 ? 96 : 64), NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+  return run<NMAX, NMAX, kSwiglu>(jb, gd, s_base, Nout, limit, a16);
+}
+
+template <int NMAX, bool kSwiglu>
+bool launch(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int Nout, int K, float limit, uint16_t* a16,
+            cudaStream_t s) {
+  static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_wgmma_kernel<NMAX, kSwiglu>), smem_bytes<NMAX>(),
+                             smem_set, "mxfp4 wgmma experts: shared-memory size"))
+    return false;
+  const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
+  mxfp4_wgmma_kernel<NMAX, kSwiglu><<<grid, 256, smem_bytes<NMAX>(), s>>>(
+      groups, reinterpret_cast<const __half*>(x16), Nout, K, limit, reinterpret_cast<__half*>(a16));
+  return check_launch("mxfp4_wgmma_kernel");
+}
+
+bool check(const char* what, int n_groups, int max_m, int64_t N, int64_t K, int64_t n_align) {
+  if (N % n_align || K % 128)
+    return fail(std::string(what) + ": need N % " + std::to_string(n_align) + " == 0 and K % 128 == 0");
+  if (max_m > 128) return fail(std::string(what) + ": max_m > 128");
+  if (n_groups > 65535) return fail(std::string(what) + ": more than 65535 groups");
+  return true;
+}
+
+}  // namespace
+
+bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
+                                    int64_t K, float limit, uint16_t* a16, void* stream) {
+  if (!check("mxfp4_experts_w13_swiglu_wgmma", n_groups, max_m, I, K, 64)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  const int n = static_cast<int>(I), k = static_cast<int>(K);
+  if (max_m <= 64) return launch<64, true>(g13, n_groups, x16, n, k, limit, a16, as_stream(stream));
+  return launch<128, true>(g13, n_groups, x16, n, k, limit, a16, as_stream(stream));
+}
+
+bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
+                            void* stream) {
+  if (!check("mxfp4_experts_w2_wgmma", n_groups, max_m, N, K, kRows)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  const int n = static_cast<int>(N), k = static_cast<int>(K);
+  if (max_m <= 64) return launch<64, false>(g2, n_groups, a16, n, k, 0.f, nullptr, as_stream(stream));
+  return launch<128, false>(g2, n_groups, a16, n, k, 0.f, nullptr, as_stream(stream));
+}
+
+}  // namespace deepinfer::cuda
