@@ -459,10 +459,11 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
                                      nullptr, nullptr, ypg.as<float>(), d, I, Gg, pos.as<int32_t>(),
                                      g13w.as<dc::Mxfp4Group>(), g2w.as<dc::Mxfp4Group>(), nullptr, 128))
         << dc::last_error();
+    // scales 121..124 (mxfp4_weight): foldable, so the fast kernel
     ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(g13w.as<dc::Mxfp4Group>(), Gg, mg, x16.as<uint16_t>(), I, d, 10.f,
-                                                   a16.as<uint16_t>()))
+                                                   a16.as<uint16_t>(), true))
         << dc::last_error();
-    ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(g2w.as<dc::Mxfp4Group>(), Gg, mg, a16.as<uint16_t>(), d, I))
+    ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(g2w.as<dc::Mxfp4Group>(), Gg, mg, a16.as<uint16_t>(), d, I, true))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_combine(ypg.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
                                 outg.as<float>()));
@@ -489,7 +490,9 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
 // 48), expert 2 with 1 (width 16), expert 3 with 150 (128 + 22: widths 128 and 32), and an empty
 // (m = 0) descriptor whose rows must stay unwritten; expert 1 has scale bytes outside the foldable
 // range [106, 132] in some chunks (the unfolded path). Every path rounds x to fp16; y rows within
-// rel L2 1e-4 of the narrow ones; the padding rows after each expert keep NaN.
+// rel L2 1e-4 of the narrow ones; the padding rows after each expert keep NaN. The wgmma kernels run
+// both ways: able to take any scales (every expert), and promised foldable scales (the fast kernel:
+// every expert but 1); mxfp4_scales_foldable tells the experts apart.
 TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(21);
@@ -523,7 +526,7 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   const std::vector<float> nan_y(R * d, NAN);
   Dev dx(x.data(), x.size() * 4), dpos(ident.data(), R * 4), x16(R * d * 2), a16(R * I * 2);
   Dev gp(R * I * 4), upm(R * I * 4), ap(R * I * 4), yn(nan_y.data(), R * d * 4), yw(nan_y.data(), R * d * 4);
-  Dev yg(nan_y.data(), R * d * 4), yg64(nan_y.data(), R * d * 4);
+  Dev yg(nan_y.data(), R * d * 4), yg64(nan_y.data(), R * d * 4), yf(nan_y.data(), R * d * 4);
   ASSERT_TRUE(dc::moe_permute_f16(dx.as<float>(), R, 1, d, dpos.as<int32_t>(), x16.as<uint16_t>()));
   auto groups = [&](int gr, float* y, std::vector<dc::Mxfp4Group>& g13, std::vector<dc::Mxfp4Group>& g2) {
     for (size_t e = 0; e < rows.size(); ++e)
@@ -536,15 +539,17 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
       }
     g13.push_back({}), g13.push_back({}), g2.push_back({});  // an empty group
   };
-  std::vector<dc::Mxfp4Group> n13, n2, w13, w2, q13, q2, h13, h2;
+  std::vector<dc::Mxfp4Group> n13, n2, w13, w2, q13, q2, h13, h2, f13, f2;
   groups(16, yn.as<float>(), n13, n2);
   groups(64, yw.as<float>(), w13, w2);
   groups(128, yg.as<float>(), q13, q2);
   groups(64, yg64.as<float>(), h13, h2);
+  groups(128, yf.as<float>(), f13, f2);
   Dev dn13(n13.data(), n13.size() * sizeof(n13[0])), dn2(n2.data(), n2.size() * sizeof(n2[0]));
   Dev dw13(w13.data(), w13.size() * sizeof(w13[0])), dw2(w2.data(), w2.size() * sizeof(w2[0]));
   Dev dq13(q13.data(), q13.size() * sizeof(q13[0])), dq2(q2.data(), q2.size() * sizeof(q2[0]));
   Dev dh13(h13.data(), h13.size() * sizeof(h13[0])), dh2(h2.data(), h2.size() * sizeof(h2[0]));
+  Dev df13(f13.data(), f13.size() * sizeof(f13[0])), df2(f2.data(), f2.size() * sizeof(f2[0]));
   const int nn = static_cast<int>(n2.size()), nw = static_cast<int>(w2.size()), nq = static_cast<int>(q2.size());
   ASSERT_TRUE(dc::mxfp4_linear_grouped(dn13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d)) << dc::last_error();
   ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
@@ -563,12 +568,28 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
       << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(dh2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I))
       << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(df13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
+                                                 a16.as<uint16_t>(), true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(df2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, true))
+      << dc::last_error();
+  // Which experts have foldable scales (w1, w3 [I, d], w2 [d, I]): all but expert 1.
+  for (size_t e = 0; e < rows.size(); ++e) {
+    const int32_t one = 1;
+    Dev flag(&one, 4);
+    ASSERT_TRUE(dc::mxfp4_scales_foldable(ex[e].s1, I * d / 32, flag.as<int32_t>()));
+    ASSERT_TRUE(dc::mxfp4_scales_foldable(ex[e].s3, I * d / 32, flag.as<int32_t>()));
+    ASSERT_TRUE(dc::mxfp4_scales_foldable(ex[e].s2, d * I / 32, flag.as<int32_t>()));
+    EXPECT_EQ(download<int32_t>(flag, 1)[0], e == 1 ? 0 : 1) << "expert " << e;
+  }
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const auto vn = download<float>(yn, R * d);
-  const std::pair<const char*, Dev*> paths[] = {{"wide", &yw}, {"wgmma 128", &yg}, {"wgmma 64", &yg64}};
+  const std::pair<const char*, Dev*> paths[] = {
+      {"wide", &yw}, {"wgmma 128", &yg}, {"wgmma 64", &yg64}, {"wgmma 128 foldable", &yf}};
   for (const auto& [name, dev] : paths) {
     const auto vw = download<float>(*dev, R * d);
     for (size_t e = 0; e < rows.size(); ++e) {
+      if (dev == &yf && e == 1) continue;  // not foldable: the fast kernel's promise does not hold
       const int64_t r0 = int64_t(e) * stride;
       const std::vector<float> a(vw.begin() + r0 * d, vw.begin() + (r0 + rows[e]) * d);
       const std::vector<float> b(vn.begin() + r0 * d, vn.begin() + (r0 + rows[e]) * d);

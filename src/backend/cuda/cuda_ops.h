@@ -220,11 +220,18 @@ bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint1
 /// The same two steps on Hopper's warpgroup MMA (mxfp4_wgmma.cu): identical inputs, outputs and
 /// scale handling; groups of up to 128 rows (the wgmma width follows each group's rows), weights
 /// dequantised in registers straight into the MMA's A operand. w13 needs I % 64 == 0, w2
-/// N % 128 == 0; K % 128 == 0. sm_90a only.
+/// N % 128 == 0; K % 256 == 0. scales_foldable: the caller promises that every scale byte of the
+/// groups' weights is foldable (mxfp4_scales_foldable), which selects the faster kernel (results
+/// are the same either way; with a false promise they are wrong). sm_90a only.
 bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                                    int64_t K, float limit, uint16_t* a16, void* stream = nullptr);
+                                    int64_t K, float limit, uint16_t* a16, bool scales_foldable = false,
+                                    void* stream = nullptr);
 bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                            void* stream = nullptr);
+                            bool scales_foldable = false, void* stream = nullptr);
+/// *foldable (device int, set to 1 by the caller beforehand) is cleared when any of the n E8M0
+/// scale bytes lies outside [106, 132], the range the expert kernels fold into their fp16 tables
+/// exactly.
+bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream = nullptr);
 /// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-transposed, for the T * k routed slots
 /// (moe_permute in fp16). Needs d % 32 == 0 (whole 32-column groups).
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,

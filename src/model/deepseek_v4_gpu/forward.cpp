@@ -452,9 +452,14 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = R >= wide_experts_from(), wg = wide && tuning_.moe_wgmma;
+    const bool wide = R >= wide_experts_from();
+    // The wgmma kernels from 32 routed rows per expert on average (op bench: ahead from there,
+    // behind at 1-24 rows per expert), groups of 128 rows from 96 per expert (one block per SM).
+    const bool wg = wide && tuning_.moe_wgmma && R >= 32 * E;
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
-    const int gr = wg ? 128 : wide ? 64 : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+    const int gr = wg ? (R >= 96 * E ? 128 : 64)
+                 : wide ? 64
+                        : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
@@ -486,8 +491,9 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
       if (wg) {  // warpgroup MMA, groups of up to 128 rows
-        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
-        DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, stream_));
+        const bool fold = L.experts_foldable;
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, fold, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, fold, stream_));
       } else {
         DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, stream_));
         DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, stream_));

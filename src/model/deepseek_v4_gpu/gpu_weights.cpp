@@ -167,6 +167,7 @@ Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) 
     g.experts.push_back(std::move(blob));
   }
   DI_ASSIGN_OR_RETURN(g.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
+  DI_ASSIGN_OR_RETURN(g.experts_foldable, experts_scales_foldable(ptrs, c.moe_inter, c.hidden));
   DI_ASSIGN_OR_RETURN(g.sh_w1, upload_linear(f.shared_w1, true));
   DI_ASSIGN_OR_RETURN(g.sh_w2, upload_linear(f.shared_w2, true));
   DI_ASSIGN_OR_RETURN(g.sh_w3, upload_linear(f.shared_w3, true));
@@ -317,6 +318,20 @@ Result<GpuWeights> GpuWeights::upload(const v4::V4Weights& w, const v4::V4Config
   }
   g.bytes = total_bytes(g);
   return g;
+}
+
+Result<bool> experts_scales_foldable(const std::vector<cuda::ExpertPtrs>& ptrs, int64_t I, int64_t d) {
+  const int32_t one = 1;
+  DI_ASSIGN_OR_RETURN(DeviceBuffer flag, DeviceBuffer::upload(&one, sizeof(one), "expert scale check"));
+  for (const cuda::ExpertPtrs& p : ptrs) {
+    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s1, I * d / 32, flag.as<int32_t>()));
+    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s3, I * d / 32, flag.as<int32_t>()));
+    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s2, d * I / 32, flag.as<int32_t>()));
+  }
+  int32_t out = 0;
+  DI_CUDA_TRY(cuda::synchronize());
+  DI_CUDA_TRY(cuda::copy_to_host(&out, flag.as<int32_t>(), sizeof(out)));
+  return out == 1;
 }
 
 }  // namespace deepinfer::v4gpu

@@ -65,6 +65,7 @@ struct GpuLayer {
   DeviceBuffer tid2eid;  // [vocab, k] int32 (hash layers)
   std::vector<DeviceBuffer> experts;  // per expert: w1, s1, w3, s3, w2, s2 in one blob
   DeviceBuffer expert_ptrs;           // [E] cuda::ExpertPtrs
+  bool experts_foldable = false;      // every expert scale byte foldable (cuda::mxfp4_scales_foldable)
   GpuLinear sh_w1, sh_w2, sh_w3;
 };
 
@@ -97,6 +98,9 @@ struct ExpertLayout {
   Status to_device_layout(uint8_t* base, const std::string& what) const;
 };
 ExpertLayout expert_layout(const size_t part_bytes[6]);
+/// Whether every E8M0 scale byte of the experts (w1, w3 [I, d], w2 [d, I]) lies in the range the
+/// expert kernels fold into their fp16 tables (cuda::mxfp4_scales_foldable); synchronises.
+Result<bool> experts_scales_foldable(const std::vector<cuda::ExpertPtrs>& ptrs, int64_t I, int64_t d);
 /// The layer's RoPE inverse frequencies (model/deepseek_v4/rope.h): main table for sliding
 /// layers, the YaRN "compress" one for CSA/HCA.
 Result<DeviceBuffer> rope_inv_freq(v4::AttnKind kind, const v4::V4Config& c);

@@ -150,6 +150,7 @@ Result<GpuLayer> synthetic_layer(Gen& g, const v4::V4Config& c, int64_t l) {
     L.experts.push_back(std::move(blob));
   }
   DI_ASSIGN_OR_RETURN(L.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
+  DI_ASSIGN_OR_RETURN(L.experts_foldable, experts_scales_foldable(ptrs, I, d));
   DI_ASSIGN_OR_RETURN(L.sh_w1, g.fp8(I, d, p + ".shared_experts.w1"));
   DI_ASSIGN_OR_RETURN(L.sh_w2, g.fp8(d, I, p + ".shared_experts.w2"));
   DI_ASSIGN_OR_RETURN(L.sh_w3, g.fp8(I, d, p + ".shared_experts.w3"));
