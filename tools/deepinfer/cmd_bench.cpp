@@ -281,6 +281,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_group_rows", a.tuning.moe_group_rows},
                      {"moe_wide_rows", a.tuning.moe_wide_rows},
                      {"moe_wgmma", a.tuning.moe_wgmma},
+                     {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
@@ -326,6 +327,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "(0: the default, 32; -1: never)");
   b->add_flag("!--no-moe-wgmma", a->tuning.moe_wgmma,
               "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
+  b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,
+              "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

@@ -182,9 +182,9 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < kStages - 2; ++i) issue<NMAX>(jb, s_base, i, nchunk, tid);
-  // One step per chunk; a: the A registers of this chunk (two sets, alternating, so the previous
-  // chunk's wgmma may still read theirs).
-  auto step = [&](int c, uint32_t (&a)[4][2][4]) {
+  // One step per chunk; a: the A registers of this chunk, prev: the previous chunk's (two sets,
+  // alternating: the previous chunk's wgmma may still read theirs; they stay pinned until retired).
+  auto step = [&](int c, uint32_t (&a)[4][2][4], uint32_t (&prev)[4][2][4]) {
     cp_wait<kStages - 3>();
     fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
     const uint32_t st = s_base + (c % kStages) * stage_bytes<NMAX>();
@@ -200,19 +200,37 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
     issue<NMAX>(jb, s_base, c + kStages - 2, nchunk, tid);
     const WFrag w = load_w<NMAX>(st, warp, lane);
     const uint64_t d0 = wgmma_desc_sw128(st);
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[i]);
     if (fold) {
       chunk_folded<N, NMAX>(acc, w, d0, a);
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[i]);
       wgmma_wait<1>();  // chunk c - 1 done; chunk c runs on
     } else if constexpr (kExact) {
       chunk_exact<N, NMAX>(acc, w, d0);
     }
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) wgmma_fence_operand(prev[j][h][i]);
   };
-  uint32_t a0[4][2][4], a1[4][2][4];
+  uint32_t a0[4][2][4] = {}, a1[4][2][4] = {};
   for (int c = 0; c < nchunk; c += 2) {  // nchunk is even (K % 256 == 0)
-    step(c, a0);
-    step(c + 1, a1);
+    step(c, a0, a1);
+    step(c + 1, a1, a0);
   }
   wgmma_wait<0>();
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wgmma_fence_operand(a1[j][h][i]), wgmma_fence_operand(a0[j][h][i]);
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[i]);
   cp_wait<0>();
 
   const int m = gd.m;

@@ -32,6 +32,12 @@ __device__ __forceinline__ void wgmma_wait() {
 /// visible to the async proxy that wgmma reads through; then a barrier.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+/// Pins a register operand of an in-flight wgmma (A fragments, accumulators) for the compiler: the
+/// value counts as read and rewritten here, so its register is neither reused nor moved before this
+/// point. Put after the wgmma_wait that retires its reader.
+__device__ __forceinline__ void wgmma_fence_operand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+__device__ __forceinline__ void wgmma_fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
+
 template <int N>
 __device__ __forceinline__ void wgmma_f16_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc, int scale_d);
 

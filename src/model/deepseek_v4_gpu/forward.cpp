@@ -491,7 +491,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
       if (wg) {  // warpgroup MMA, groups of up to 128 rows
-        const bool fold = L.experts_foldable;
+        const bool fold = L.experts_foldable && !tuning_.moe_wgmma_exact;
         DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, fold, stream_));
         DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, fold, stream_));
       } else {
