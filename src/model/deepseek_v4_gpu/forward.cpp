@@ -453,9 +453,9 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
     const bool wide = R >= wide_experts_from();
-    // The wgmma kernels from 32 routed rows per expert on average (op bench: ahead from there,
-    // behind at 1-24 rows per expert), groups of 128 rows from 96 per expert (one block per SM).
-    const bool wg = wide && tuning_.moe_wgmma && R >= 32 * E;
+    // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
+    // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64.
+    const bool wg = wide && tuning_.moe_wgmma;
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
     const int gr = wg ? (R >= 96 * E ? 128 : 64)
                  : wide ? 64
