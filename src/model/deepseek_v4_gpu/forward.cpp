@@ -454,8 +454,9 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     const float* h = a.h + t0 * d;
     const bool wide = R >= wide_experts_from();
     // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
-    // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64.
-    const bool wg = wide && tuning_.moe_wgmma;
+    // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64;
+    // where their shapes fit (K % 256: I and d), else the mma.sync ones.
+    const bool wg = wide && tuning_.moe_wgmma && I % 256 == 0 && d % 256 == 0;
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
     const int gr = wg ? (R >= 96 * E ? 128 : 64)
                  : wide ? 64
