@@ -7,7 +7,8 @@
 //     exact tiles; fp8_linear_lt over the converted expert vs the bf16 GEMM over the dequantised
 //     expert on the same fp8 activation: rel L2 1e-3 (as fp8_linear_lt vs the CPU);
 //   moe_sort_tokens: offsets = exclusive scan of the counts, slot_pos = the stable expert sort
-//     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192).
+//     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192);
+//   head_norm_rope_bf16 == rms_norm, rope_rows, cast_f32_to_bf16 in turn, bit for bit.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/model_ops.h"
+#include "backend/cuda/v4_ops.h"
 #include "cuda_test_util.h"
 
 namespace deepinfer {
@@ -311,6 +313,41 @@ TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
     EXPECT_EQ(off_bad, -1) << "T=" << c.T << " E=" << c.E;
     EXPECT_EQ(pos_bad, -1) << "T=" << c.T << " E=" << c.E << " slot " << pos_bad;
   }
+}
+
+// The query heads' fused tail against the three kernels it replaces, bit for bit: D 256 / 512 /
+// 1024 (RoPE on the last 64), 64 rows per position, positions up to 1M, rows of very different
+// magnitudes (the norm's sum order shows there first).
+TEST(CudaModelOps, HeadNormRopeMatchesThreeKernels) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(31);
+  for (int64_t D : {int64_t(256), int64_t(512), int64_t(1024)}) {
+    const int64_t rows = 64 * 37, R = 64;
+    auto x = randn(rows * D, rng, 1.f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < D; ++c) x[r * D + c] *= std::ldexp(1.f, int(r % 23) - 11);
+    std::vector<int32_t> pos(rows / 64);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);
+    std::vector<float> inv(R / 2);
+    for (int64_t i = 0; i < R / 2; ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(R));
+    Dev dx(x.data(), x.size() * 4), dy(x.size() * 4), dpos(pos.data(), pos.size() * 4), dinv(inv.data(), inv.size() * 4);
+    Dev ref16(rows * D * 2), out16(rows * D * 2);
+    ASSERT_TRUE(dc::head_norm_rope_bf16(dx.as<float>(), rows, D, 1e-6f, D - R, int(R / 2), dpos.as<int32_t>(), 64,
+                                        dinv.as<float>(), out16.as<uint16_t>(), nullptr))
+        << dc::last_error();
+    ASSERT_TRUE(dc::rms_norm(dx.as<float>(), rows, D, nullptr, 1e-6f, dy.as<float>()));
+    ASSERT_TRUE(dc::rope_rows(dy.as<float>(), rows, D, D - R, int(R / 2), dpos.as<int32_t>(), 64, dinv.as<float>(),
+                              nullptr));
+    ASSERT_TRUE(dc::cast_f32_to_bf16(dy.as<float>(), rows, D, ref16.as<uint16_t>(), D));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto a = download<uint16_t>(out16, rows * D), b = download<uint16_t>(ref16, rows * D);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < rows * D && bad < 0; ++i)
+      if (a[i] != b[i]) bad = i;
+    EXPECT_LT(bad, 0) << "D=" << D << ": first mismatch at row " << bad / D << " col " << bad % D;
+    EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
+  }
+  EXPECT_FALSE(dc::head_norm_rope_bf16(nullptr, 1, 320, 1e-6f, 256, 32, nullptr, 1, nullptr, nullptr, nullptr));
 }
 
 }  // namespace

@@ -32,7 +32,10 @@ constexpr int kHcPTok = 4, kHcPThreads = 128, kHcPTile = kHcPTok * kHcPThreads /
 // Decode partial: 1 token x 1 output per thread, fn from global.
 constexpr int kHcDWarps = 5, kHcDTile = 4;  // 5 x 5 = 25 output rows
 constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial kernel
-constexpr int kHcSplitFinishMinT = 65;     // T >= this: mix kernel + collapse kernel
+// T >= this: mix kernel + collapse kernel. Below, hc_finish_kernel (grid T x d/1024, the Sinkhorn
+// on 16 lanes per token): the mix kernel's 32 tokens per block left a decode batch of 256 with 8
+// blocks (hc_pre 48 us at T = 256, the mix kernel 31 of it, on the H200).
+constexpr int kHcSplitFinishMinT = 1025;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll

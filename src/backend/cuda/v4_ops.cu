@@ -2,6 +2,8 @@
 // backend).
 #include "backend/cuda/v4_ops.h"
 
+#include <cuda_bf16.h>
+
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
@@ -24,6 +26,57 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int64_t off, int
   const float a = v[0], b = v[1];
   v[0] = a * c - b * s;
   v[1] = a * s + b * c;
+}
+
+// One warp per row. rms_norm_kernel's 256 threads are emulated: "thread" k = lane + 32j (j < 8)
+// sums x[k + 256m]^2 (m < NB, fmaf from 0), then the same halving tree (s = 128, 64, 32 within a
+// lane, 16..1 by shuffles, each step own + other), so r has rms_norm's bits. A RoPE pair sits on
+// lanes 2q, 2q + 1 (element k + 256m and its neighbour), swapped by one shuffle.
+template <int NB>
+__global__ void __launch_bounds__(256) head_norm_rope_kernel(const float* __restrict__ x, int64_t rows, int D, float eps,
+                                                             int off, const int32_t* __restrict__ pos, int rows_per_pos,
+                                                             const float* __restrict__ inv_freq,
+                                                             __nv_bfloat16* __restrict__ out) {
+  const int lane = threadIdx.x & 31;
+  const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  if (r >= rows) return;
+  const float* xr = x + r * D;
+  float v[8][NB];
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int m = 0; m < NB; ++m) v[j][m] = xr[lane + 32 * j + 256 * m];
+  float p[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    p[j] = 0.f;
+#pragma unroll
+    for (int m = 0; m < NB; ++m) p[j] = fmaf(v[j][m], v[j][m], p[j]);
+  }
+#pragma unroll
+  for (int j = 0; j < 4; ++j) p[j] = p[j] + p[j + 4];  // s = 128
+#pragma unroll
+  for (int j = 0; j < 2; ++j) p[j] = p[j] + p[j + 2];  // s = 64
+  float q = p[0] + p[1];                                 // s = 32
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, s);
+  const float rs = rsqrtf(__shfl_sync(0xffffffffu, q, 0) / static_cast<float>(D) + eps);
+  const float pp = float(pos[r / rows_per_pos]);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int m = 0; m < NB; ++m) {
+      const int e = lane + 32 * j + 256 * m;
+      float y = v[j][m] * rs;
+      const float o = __shfl_xor_sync(0xffffffffu, y, 1);  // the pair's other element
+      if (e >= off) {
+        float s, c;
+        sincosf(pp * inv_freq[(e - off) >> 1], &s, &c);
+        y = (e & 1) ? o * s + y * c : y * c - o * s;
+      }
+      out[r * D + e] = __float2bfloat16_rn(y);
+    }
+  }
 }
 
 __global__ void hash_route_kernel(const float* logits, int64_t T, int64_t E, const int32_t* ids,
@@ -61,6 +114,22 @@ bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const
   rope_kernel<<<blocks(rows * pairs, 256), 256, 0, as_stream(stream)>>>(x, rows, ld, off, pairs, pos,
                                                                                         rows_per_pos, inv_freq);
   return check_launch("rope_rows");
+}
+
+bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
+                         const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
+  if (D % 256 || D > 1024) return fail("head_norm_rope_bf16: D must be a multiple of 256, at most 1024");
+  if (off % 2 || off < 0 || off + 2 * int64_t(pairs) != D) return fail("head_norm_rope_bf16: off + 2 * pairs != D");
+  if (rows <= 0) return true;
+  const unsigned grid = blocks(rows, 8);
+  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
+  const int d = static_cast<int>(D), of = static_cast<int>(off);
+  switch (D / 256) {
+    case 1: head_norm_rope_kernel<1><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    case 2: head_norm_rope_kernel<2><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    default: head_norm_rope_kernel<4><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
+  }
+  return check_launch("head_norm_rope_bf16");
 }
 
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

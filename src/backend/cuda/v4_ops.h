@@ -12,6 +12,13 @@ namespace deepinfer::cuda {
 /// (i < pairs; sign -1 rotates by the conjugate).
 bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos, int rows_per_pos,
                const float* inv_freq, void* stream);
+/// The query heads' tail in one pass: out[r, :] = bf16_rn(rope(rms_norm(x[r, :]))) with no norm
+/// weight, RoPE as rope_rows(ld = D, off, pairs, pos, rows_per_pos, inv_freq): bit for bit what
+/// rms_norm, rope_rows and cast_f32_to_bf16 give one after the other (the norm's sum in the
+/// rms_norm kernel's order), without writing x back. x is not modified. D % 256 == 0, D <= 1024,
+/// off even.
+bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
+                         const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream);
 /// Hash routing: experts[t, j] = tid2eid[ids[t] * k + j]; weights from the router logits
 /// [T, E]: s = sqrt(softplus(logit)), w = s / sum(s of the k picks) * scale.
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

@@ -28,9 +28,9 @@ enum Slot : int {
 constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
 constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
 constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
-constexpr int32_t kDecodeSplit = 256;
-constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt  // decode attention's fixed split (default mode)
-
+constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
+constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
+constexpr int64_t kLtTuneMaxRows = 512;  // ... and up to this many rows take autotuned cuBLASLt plans
 
 }  // namespace
 
@@ -70,7 +70,10 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
       // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
       DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
       DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
-      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s)) return Status::ok();
+      // Decode-sized GEMMs (few distinct M, latency-bound) take the fastest of cuBLASLt's
+      // candidates, timed once per shape; prefill chunks (many M) the heuristic's first.
+      const bool tune = tuning_.lt_autotune && M <= kLtTuneMaxRows;
+      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s, tune)) return Status::ok();
       lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
     }
     DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
@@ -376,10 +379,9 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   }
   DI_TRY(mark("attn: indexer (q, compressor step, weights)"));
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
-  DI_CUDA_TRY(dc::rms_norm(a.qb, T * H, D, nullptr, eps, a.qb, stream_));
-  DI_CUDA_TRY(dc::rope_rows(a.qb, T * H, D, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
-                          L.inv_freq.as<float>(), stream_));
-  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.qb, T * H, D, a.q16, D, stream_));
+  // per-head RMS (unweighted), RoPE on the last R dims, bf16: one pass
+  DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
+                                      L.inv_freq.as<float>(), a.q16, stream_));
   DI_TRY(join(kLanes));
   DI_TRY(mark("attn: wq_b, q norm, rope"));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
