@@ -71,7 +71,6 @@ struct CudaTuning {
   int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
   bool moe_wgmma = true;   // the wide expert kernels on warpgroup MMA (groups <= 128 rows); false: mma.sync (<= 64)
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
-  bool lt_autotune = true;  // cuBLASLt FP8 GEMMs of <= 512 rows: the fastest candidate, timed once per shape
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.

@@ -110,13 +110,10 @@ bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream = nullptr);
 size_t fp8_linear_lt_workspace_bytes();
 /// y[M, N] = x[M, K] . W[N, K]^T through cublasLtMatmul with A = W (BLK128x128_32F scales, fp32,
 /// w.scale_is_f32 required) and B = x (VEC128_32F, scales from quantize_act_fp8_t); fp32
-/// accumulate, y fp32 or bf16 (y_bf16). Plans (descriptors + algorithm) are cached per (M, N, K,
-/// out type): the heuristic's first algorithm, or with autotune (and the stream not capturing) the
-/// fastest of the heuristic's candidates, each timed on this call's operands when the plan is made
-/// (a shape then always runs that algorithm). Returns false with a message when cuBLASLt has no
-/// algorithm.
+/// accumulate, y fp32 or bf16 (y_bf16). Plans (descriptors + heuristic algorithm) are cached per
+/// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm.
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
-                   void* workspace, void* stream = nullptr, bool autotune = false);
+                   void* workspace, void* stream = nullptr);
 
 // ---- V4 decode attention (one query token per sequence) ----
 /// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest

@@ -56,54 +56,8 @@ bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream) {
   return check_launch("fp8_scales_to_f32");
 }
 
-namespace {
-
-// One GEMM's operands, for timing candidate algorithms on them (the runs overwrite y with the same
-// product; the call that follows writes it again).
-struct LtOperands {
-  cublasLtHandle_t handle;
-  const void *w, *x, *sa, *sb;
-  void* y;
-  void* ws;
-  cudaStream_t s;
-};
-
-cublasStatus_t run_lt(const LtOperands& o, const detail::LtPlan& p, const cublasLtMatmulAlgo_t& algo) {
-  const float one = 1.f, zero = 0.f;
-  return cublasLtMatmul(o.handle, p.desc, &one, o.w, p.a, o.x, p.b, &zero, o.y, p.d, o.y, p.d, &algo, o.ws,
-                        kLtWorkspace, o.s);
-}
-
-// Milliseconds per run of `algo` (one warm-up, then the mean of 3), or -1 when it fails.
-float time_lt(void* ctx, const detail::LtPlan& p, const cublasLtMatmulAlgo_t& algo) {
-  const LtOperands& o = *static_cast<const LtOperands*>(ctx);
-  cudaEvent_t e0 = nullptr, e1 = nullptr;
-  float ms = -1.f;
-  if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
-      run_lt(o, p, algo) == CUBLAS_STATUS_SUCCESS && cudaEventRecord(e0, o.s) == cudaSuccess) {
-    bool ok = true;
-    for (int r = 0; ok && r < 3; ++r) ok = run_lt(o, p, algo) == CUBLAS_STATUS_SUCCESS;
-    if (ok && cudaEventRecord(e1, o.s) == cudaSuccess && cudaEventSynchronize(e1) == cudaSuccess &&
-        cudaEventElapsedTime(&ms, e0, e1) == cudaSuccess)
-      ms /= 3.f;
-    else
-      ms = -1.f;
-  }
-  if (e0) cudaEventDestroy(e0);
-  if (e1) cudaEventDestroy(e1);
-  cudaGetLastError();  // a failed candidate leaves no sticky error behind
-  return ms;
-}
-
-bool capturing(cudaStream_t s) {
-  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(s, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone;
-}
-
-}  // namespace
-
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
-                   void* workspace, void* stream, bool autotune) {
+                   void* workspace, void* stream) {
   if (M <= 0) return true;
   if (!w.scale_is_f32) return fail("fp8_linear_lt: weight scales must be fp32 (fp8_scales_to_f32)");
   if (w.n % 128 || w.k % 128) return fail("fp8_linear_lt: N, K must be multiples of 128");
@@ -113,12 +67,7 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   detail::LtPlan* p = nullptr;
   const detail::LtKey key{int(detail::LtKind::kFp8Block), M, w.n, w.k, y_bf16};
   auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, y_bf16, w.scale, xs_t); };
-  const cudaStream_t s = as_stream(stream);
-  const bool tune = autotune && !c.plans.count(key) && !capturing(s);
-  LtOperands ops{nullptr, w.data, xq, w.scale, xs_t, y, workspace, s};
-  if (tune && !c.handle && cublasLtCreate(&c.handle) != CUBLAS_STATUS_SUCCESS) return fail("fp8_linear_lt: cublasLtCreate");
-  ops.handle = c.handle;
-  if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p, tune ? time_lt : nullptr, &ops)) return false;
+  if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p)) return false;
   const void* sa = w.scale;
   const void* sb = xs_t;
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));

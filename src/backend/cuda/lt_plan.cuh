@@ -51,17 +51,11 @@ inline void lt_destroy(LtPlan& p) {
   p = LtPlan{};
 }
 
-/// Times an algorithm on the caller's operands: milliseconds, or < 0 when it does not run.
-using LtTimer = float (*)(void* ctx, const LtPlan& p, const cublasLtMatmulAlgo_t& algo);
-
 /// With c.mu held: the cached plan of `key`, or a new one: build(LtPlan&) -> cublasStatus_t creates
-/// the descriptor and the a, b, d layouts, then the heuristic offers up to 8 algorithms (D = C
-/// layout, workspace kLtWorkspace): its first, or with `timer` the fastest as timed (ties and
-/// failures keep the heuristic's order). On failure whatever was built is destroyed and `who`'s
-/// message is set.
+/// the descriptor and the a, b, d layouts, then the heuristic picks the algorithm (D = C layout,
+/// workspace kLtWorkspace). On failure whatever was built is destroyed and `who`'s message is set.
 template <class Build>
-bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out, LtTimer timer = nullptr,
-                 void* timer_ctx = nullptr) {
+bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out) {
   auto it = c.plans.find(key);
   if (it != c.plans.end()) {
     *out = &it->second;
@@ -92,13 +86,6 @@ bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, L
                 (std::get<4>(key) ? " (bf16 out)" : " (fp32 out)") + ", status " + std::to_string(int(st)));
   }
   p.algo = res[0].algo;
-  if (timer && found > 1) {
-    float best = -1.f;
-    for (int i = 0; i < found; ++i) {
-      const float ms = timer(timer_ctx, p, res[i].algo);
-      if (ms >= 0.f && (best < 0.f || ms < best)) best = ms, p.algo = res[i].algo;
-    }
-  }
   *out = &(c.plans[key] = p);
   return true;
 }

@@ -30,7 +30,6 @@ constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
 constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
-constexpr int64_t kLtTuneMaxRows = 512;  // ... and up to this many rows take autotuned cuBLASLt plans
 
 }  // namespace
 
@@ -70,10 +69,7 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
       // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
       DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
       DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
-      // Decode-sized GEMMs (few distinct M, latency-bound) take the fastest of cuBLASLt's
-      // candidates, timed once per shape; prefill chunks (many M) the heuristic's first.
-      const bool tune = tuning_.lt_autotune && M <= kLtTuneMaxRows;
-      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s, tune)) return Status::ok();
+      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s)) return Status::ok();
       lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
     }
     DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
