@@ -71,6 +71,7 @@ struct CudaTuning {
   int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
   bool moe_wgmma = true;   // the wide expert kernels on warpgroup MMA (groups <= 128 rows); false: mma.sync (<= 64)
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
+  int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.

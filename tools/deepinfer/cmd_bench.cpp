@@ -282,6 +282,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wide_rows", a.tuning.moe_wide_rows},
                      {"moe_wgmma", a.tuning.moe_wgmma},
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
+                     {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
@@ -329,6 +330,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
   b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,
               "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
+  b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
+                "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

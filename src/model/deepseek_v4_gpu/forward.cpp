@@ -283,6 +283,7 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.sink = L.sinks.as<float>(), t.pos = a.pos, t.inv_freq = L.inv_freq.as<float>(), t.out = a.ao;
   t.batch = static_cast<int32_t>(Bd);
   t.entry_ptrs = P.kv_entries;
+  t.heads_per_block = tuning_.attn_heads_per_block;
   const AttnIndex ai{dec.hca_idx, dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
   const int32_t split = c_.numerics.batch_invariant ? 0 : kDecodeSplit;
   if (L.has_indexer) {

@@ -51,6 +51,9 @@ Status V4GpuModel::set_tuning(const CudaTuning& t) {
   if (t.moe_group_rows != 0 && t.moe_group_rows != 16 && t.moe_group_rows != 32 && t.moe_group_rows != 64)
     return Status::invalid_argument("moe group rows must be 0 (by the batch), 16, 32 or 64, not " +
                                     std::to_string(t.moe_group_rows));
+  if (t.attn_heads_per_block != 0 && t.attn_heads_per_block != 16 && t.attn_heads_per_block != 64)
+    return Status::invalid_argument("attention heads per block must be 0 (by the launch size), 16 or 64, not " +
+                                    std::to_string(t.attn_heads_per_block));
   if (t.moe_wide_rows < -1)
     return Status::invalid_argument("moe wide rows must be -1 (never), 0 (the default) or a count, not " +
                                     std::to_string(t.moe_wide_rows));
