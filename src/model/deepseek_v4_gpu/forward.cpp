@@ -395,12 +395,12 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_ASSIGN_OR_RETURN(uint16_t* operm, buf<uint16_t>(kOperm, T * H * D));
     DI_ASSIGN_OR_RETURN(float* oa, buf<float>(kOa, T * G * OR));
     DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, operm, stream_));
-    DI_TRY(fork(kLanes));
+    DI_TRY(fork(kWoLanes));
     for (int64_t g = 0; g < G; ++g) {
-      const int lane = static_cast<int>(g % (kLanes + 1)) - 1;
+      const int lane = static_cast<int>(g % (kWoLanes + 1)) - 1;
       DI_TRY(linear(operm + g * T * gk, true, T, L.wo_a, g * OR, OR, oa + g * T * OR, lane));
     }
-    DI_TRY(join(kLanes));
+    DI_TRY(join(kWoLanes));
     DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));
   }
   DI_TRY(mark("attn: grouped wo_a"));
@@ -608,7 +608,7 @@ Status Forward::alloc_acts(Acts& a) {
 
 Forward::~Forward() {
   drop_graphs();
-  for (int i = 0; i < kLanes; ++i) dc::stream_destroy(side_[i]), dc::event_destroy(join_ev_[i]);
+  for (int i = 0; i < kWoLanes; ++i) dc::stream_destroy(side_[i]), dc::event_destroy(join_ev_[i]);
   dc::event_destroy(fork_ev_);
   if (stream_) dc::stream_destroy(stream_);
 }
@@ -630,7 +630,7 @@ Status Forward::ensure_stream() {
   if (stream_) return Status::ok();
   stream_ = dc::stream_create();
   if (!stream_) return device_error("stream_create");
-  for (int i = 0; i < kLanes; ++i) {
+  for (int i = 0; i < kWoLanes; ++i) {
     side_[i] = dc::stream_create();
     join_ev_[i] = dc::event_create();
     if (!side_[i] || !join_ev_[i]) return device_error("stream_create / event_create");

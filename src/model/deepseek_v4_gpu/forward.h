@@ -65,7 +65,7 @@ class Forward {
   /// After the stream is done: advances the states, adds the step's times.
   void finish(const Launched& L, std::chrono::steady_clock::time_point t_done);
   Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
-  // `lane`: -1 the main stream, 0..kLanes-1 a side stream (with its own GEMM workspaces).
+  // `lane`: -1 the main stream, 0..kWoLanes-1 a side stream (with its own GEMM workspaces).
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
                 int lane = -1);
   Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
@@ -78,7 +78,9 @@ class Forward {
   /// [g*N, ..)). Returns false (nothing launched) where it does not apply (batch-invariant mode,
   /// M from the cuBLASLt threshold, a bf16 W): the caller then runs one linear per group.
   Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
-  static constexpr int kLanes = 3;
+  // Side streams: 3 carry the attention's independent paths; 7 let the 8 groups of wo_a's
+  // per-group GEMMs (16 CTAs each at 256 rows) run at once.
+  static constexpr int kLanes = 3, kWoLanes = 7;
   void* st(int lane) const { return lane < 0 ? stream_ : side_[lane]; }
   static int ls(int slot, int lane) { return lane < 0 ? slot : slot + 100 * (lane + 1); }  // a lane's own slot
   /// Side streams 0..n-1 wait for the main stream's work so far / the main stream waits for them.
@@ -116,9 +118,9 @@ class Forward {
   const GpuWeights& w_;
   Scratch scratch_;
   void* stream_ = nullptr;
-  void* side_[kLanes] = {};
+  void* side_[kWoLanes] = {};
   void* fork_ev_ = nullptr;
-  void* join_ev_[kLanes] = {};
+  void* join_ev_[kWoLanes] = {};
   bool graphs_on_ = true;
   std::map<std::pair<int64_t, int64_t>, void*> graphs_;  // (Nd, context bucket) -> executable graph
   std::map<std::pair<int64_t, int64_t>, int> seen_;      // shapes run eagerly so far
