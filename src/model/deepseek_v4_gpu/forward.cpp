@@ -409,7 +409,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   return mark("attn: wo_b, mHC post");
 }
 
-// The wide expert kernels (weights read once per group of up to 64 rows) from
+// The wide expert kernels (weights read once per group of up to 64 rows; 128 on wgmma) from
 // tuning_.moe_wide_rows routed rows (tokens x top-k; default 32): the op bench has them ahead from
 // about 2 rows per expert at any expert count, and ahead at 1 row per expert once 64 experts fill
 // the GPU with blocks (6 experts of 1 row: behind). Never in batch-invariant mode, whose sums must
