@@ -73,6 +73,8 @@ int run_bench(const BenchArgs& a) {
   const int gr = a.tuning.moe_group_rows;
   if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
   if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
+  const int hb = a.tuning.attn_heads_per_block;
+  if (hb != 0 && hb != 16 && hb != 64) return usage_error("--attn-heads-per-block must be 0, 16 or 64");
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
@@ -90,8 +92,12 @@ int run_bench(const BenchArgs& a) {
   if (!backend.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", backend.status().to_string().c_str()), 1;
   if (int rc = check_device_flag("bench", a.device)) return rc;
   const bool cpu = a.device == "cpu";
-  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling))
-    return usage_error("--moe-group-rows, --moe-wide-rows, --profile and --host-sampling apply to --device cuda");
+  const CudaTuning untuned;
+  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling ||
+              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact ||
+              a.tuning.attn_heads_per_block != untuned.attn_heads_per_block))
+    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --attn-heads-per-block, "
+                       "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   // cuda: the FP8 tensor rate of the prefill floor, also before the model loads (~0.5 GB).
