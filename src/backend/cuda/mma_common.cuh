@@ -1,10 +1,13 @@
-// Tensor-core and async-copy building blocks shared by the MXFP4 expert kernels (device code only;
-// never included outside backend/cuda).
+// Tensor-core and async-copy building blocks shared by the MXFP4 expert kernels, and their launch
+// checks (never included outside backend/cuda).
 #pragma once
 
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <string>
+
+#include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda::detail {
 
@@ -53,9 +56,24 @@ static_assert(kMxfp4Unbias * (1 << kMxfp4Bias) == 1.f, "kMxfp4Unbias is 2^-kMxfp
 
 /// Folding the scale into the table is exact when every scale byte s of a chunk is in
 /// [106, 132]: d = s - 127 + 8 lies in [-13, 13], so every |e2m1| * 2^d (0.5 * 2^-13 .. 6 * 2^13) is
-/// a normal fp16 number with a zero low byte (mxfp4_lut). s4: four scale bytes.
+/// a normal fp16 number with a zero low byte (mxfp4_lut).
+constexpr uint32_t kMxfp4FoldMin = 127 - kMxfp4Bias - 13, kMxfp4FoldMax = 127 - kMxfp4Bias + 13;
+static_assert(kMxfp4FoldMin == 106 && kMxfp4FoldMax == 132, "the fold range");
+/// Whether each of the four scale bytes of s4 lies in [kMxfp4FoldMin, kMxfp4FoldMax].
 __device__ __forceinline__ bool mxfp4_foldable(uint32_t s4) {
-  return (__vcmpgeu4(s4, 0x6A6A6A6Au) & __vcmpleu4(s4, 0x84848484u)) == 0xffffffffu;
+  return (__vcmpgeu4(s4, kMxfp4FoldMin * 0x01010101u) & __vcmpleu4(s4, kMxfp4FoldMax * 0x01010101u)) == 0xffffffffu;
+}
+
+/// The wide expert kernels' launch checks (false with `what`'s message): N % n_align, K % k_align,
+/// groups of at most max_rows rows, at most 65535 groups (grid y).
+inline bool check_wide_launch(const char* what, int n_groups, int max_m, int max_rows, int64_t N, int64_t n_align,
+                              int64_t K, int64_t k_align) {
+  if (N % n_align || K % k_align)
+    return fail(std::string(what) + ": need N % " + std::to_string(n_align) + " == 0 and K % " +
+                std::to_string(k_align) + " == 0");
+  if (max_m > max_rows) return fail(std::string(what) + ": max_m > " + std::to_string(max_rows));
+  if (n_groups > 65535) return fail(std::string(what) + ": more than 65535 groups");
+  return true;
 }
 
 /// The 8 codes of a device-layout word as 4 half2: (code 0, 1), (2, 3), (4, 5), (6, 7), each

@@ -266,13 +266,6 @@ bool dispatch_wide(const Mxfp4Group* groups, int n_groups, int max_m, const uint
   return launch_wide<4, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
 }
 
-bool check_wide(const char* what, int n_groups, int max_m, int64_t N, int64_t K, int64_t n_align) {
-  if (N % n_align || K % 128) return fail(std::string(what) + ": need N % " + std::to_string(n_align) + " == 0 and K % 128 == 0");
-  if (max_m > 64) return fail(std::string(what) + ": max_m > 64");
-  if (n_groups > 65535) return fail(std::string(what) + ": more than 65535 groups");
-  return true;
-}
-
 __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
                                        __half* __restrict__ x16) {
   const int i = blockIdx.x;
@@ -290,7 +283,7 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
 
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
                               int64_t K, float limit, uint16_t* a16, void* stream) {
-  if (!check_wide("mxfp4_experts_w13_swiglu", n_groups, max_m, I, K, 128)) return false;
+  if (!check_wide_launch("mxfp4_experts_w13_swiglu", n_groups, max_m, 64, I, 128, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
                              as_stream(stream));
@@ -298,7 +291,7 @@ bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, co
 
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                       void* stream) {
-  if (!check_wide("mxfp4_experts_w2", n_groups, max_m, N, K, kRows)) return false;
+  if (!check_wide_launch("mxfp4_experts_w2", n_groups, max_m, 64, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
                               as_stream(stream));

@@ -335,19 +335,11 @@ bool launch(bool foldable, int max_m, const Mxfp4Group* groups, int n_groups, co
                   : launch1<128, kSwiglu, true>(groups, n_groups, x16, Nout, K, limit, a16, s);
 }
 
-bool check(const char* what, int n_groups, int max_m, int64_t N, int64_t K, int64_t n_align) {
-  if (N % n_align || K % 256)
-    return fail(std::string(what) + ": need N % " + std::to_string(n_align) + " == 0 and K % 256 == 0");
-  if (max_m > 128) return fail(std::string(what) + ": max_m > 128");
-  if (n_groups > 65535) return fail(std::string(what) + ": more than 65535 groups");
-  return true;
-}
-
 }  // namespace
 
 bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
                                     int64_t K, float limit, uint16_t* a16, bool scales_foldable, void* stream) {
-  if (!check("mxfp4_experts_w13_swiglu_wgmma", n_groups, max_m, I, K, 64)) return false;
+  if (!check_wide_launch("mxfp4_experts_w13_swiglu_wgmma", n_groups, max_m, 128, I, 64, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<true>(scales_foldable, max_m, g13, n_groups, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
                       as_stream(stream));
@@ -355,7 +347,7 @@ bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max
 
 bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
                             bool scales_foldable, void* stream) {
-  if (!check("mxfp4_experts_w2_wgmma", n_groups, max_m, N, K, kRows)) return false;
+  if (!check_wide_launch("mxfp4_experts_w2_wgmma", n_groups, max_m, 128, N, kRows, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<false>(scales_foldable, max_m, g2, n_groups, a16, static_cast<int>(N), static_cast<int>(K), 0.f,
                        nullptr, as_stream(stream));
@@ -366,7 +358,7 @@ __global__ void scales_foldable_kernel(const uint8_t* __restrict__ scale, int64_
   bool ok = true;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += stride)
-    ok &= scale[i] >= 106 && scale[i] <= 132;
+    ok &= scale[i] >= kMxfp4FoldMin && scale[i] <= kMxfp4FoldMax;
   if (!__syncthreads_and(ok) && threadIdx.x == 0) *foldable = 0;
 }
 }  // namespace
