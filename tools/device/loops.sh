@@ -21,15 +21,18 @@ run_tests() {
 
 # run_benches DEEPINFER BOX_S: `DEEPINFER bench --device cuda ARGS --json $OUT/bench-NAME.json` for
 # each line "NAME ARGS" of $BENCH_CONFIGS within BOX_S seconds in all (output $OUT/bench-NAME.txt),
-# printing each run's result lines.
+# printing each run's result lines. A NAME starting with "before-" runs the carried
+# deepinfer-before instead (an earlier build, for a comparison in the same call).
 run_benches() {
-  local di=$1 end=$((SECONDS + $2)) left name args
+  local di=$1 end=$((SECONDS + $2)) left name args bin
   while read -r name args; do
     [ -n "$name" ] || continue
     left=$((end - SECONDS))
     [ "$left" -gt 5 ] || { echo "$name: skipped (box spent)"; continue; }
+    bin=$di
+    case "$name" in before-*) bin=$(dirname "$di")/deepinfer-before ;; esac
     # shellcheck disable=SC2086
-    timeout "$left" "$di" bench --device cuda $args --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
+    timeout "$left" "$bin" bench --device cuda $args --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
     echo "$name rc=$?: $args"
     grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$name.txt" | sed 's/  */ /g' | cut -c1-150
   done <<< "${BENCH_CONFIGS:-}"

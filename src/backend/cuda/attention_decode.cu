@@ -136,6 +136,7 @@ template <int HB>
 __global__ void __launch_bounds__(kThreads, 1)
     attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
                       int b_base) {
+  detail::pdl_entry();
   constexpr int kGroups = HB / 16, kSlices = kWarps / kGroups;
   constexpr int kRowTiles = kTile / kSlices / 8;  // n8 logit tiles per warp
   constexpr int kDimTiles = kD / kSlices / 8;     // n8 output tiles per warp
@@ -349,6 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 constexpr int kCombineHeads = 4;
 __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                     int max_splits) {
+  detail::pdl_entry();
   const int b = blockIdx.x;
   const int total = min(a.n_window[b], kRing) + a.n_index[b];
   const int n = num_splits(total, a.split_rows);
@@ -435,12 +437,12 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   constexpr int kMaxGridY = 65535;
   for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {
     const int nb = std::min(kMaxGridY, a.batch - b0);
-    kernel<<<dim3(max_splits, nb, kH / hb), kThreads, smem_bytes(hb), as_stream(stream)>>>(args, ws_o, ws_ml,
+    detail::launch_pdl(kernel, dim3(max_splits, nb, kH / hb), kThreads, smem_bytes(hb), as_stream(stream), args, ws_o, ws_ml,
                                                                                           max_splits, b0);
     if (!check_launch("decode_attention split")) return false;
   }
   if (max_splits > 1) {
-    attn_combine_kernel<<<dim3(a.batch, kH / kCombineHeads), 256, 0, as_stream(stream)>>>(args, ws_o, ws_ml, max_splits);
+    detail::launch_pdl(attn_combine_kernel, dim3(a.batch, kH / kCombineHeads), 256, 0, as_stream(stream), args, ws_o, ws_ml, max_splits);
     if (!check_launch("decode_attention combine")) return false;
   }
   return true;

@@ -130,6 +130,7 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // grid (ceil(max_count / ratio), batch), width threads (one channel each).
 __global__ void __launch_bounds__(kMaxWidth) compress_pool_kernel(CompressorStepArgs a) {
+  detail::pdl_entry();
   __shared__ float x[kMaxWidth];
   __shared__ float red[32];
   __shared__ float scale[kMaxWidth / 32];
@@ -208,6 +209,7 @@ __global__ void __launch_bounds__(kMaxWidth) compress_pool_kernel(CompressorStep
 // grid (rows, batch): CSA rows = ratio (a closing window copies every row's A half into prev);
 // HCA rows = min(ratio, max_count), block j handles buffer row r_first + j.
 __global__ void __launch_bounds__(256) compress_state_kernel(CompressorStepArgs a) {
+  detail::pdl_entry();
   const int b = blockIdx.y;
   const SeqStep s = seq_step(a, b);
   const int W = a.width, R = a.ratio, cw = (a.overlap ? 2 : 1) * W;
@@ -287,6 +289,7 @@ __device__ __forceinline__ void load_key_tile(bf16* dst, const uint16_t* keys, i
 // grid (tokens, ceil(max_visible / chunk)), kIdxThreads threads; chunk a multiple of kIdxTile.
 // scores [tokens, max_visible].
 __global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs a, int chunk, float* __restrict__ scores) {
+  detail::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   bf16* qhi = reinterpret_cast<bf16*>(smem);
   bf16* qlo = reinterpret_cast<bf16*>(smem + kIdxSmemQ);
@@ -398,6 +401,7 @@ __device__ __forceinline__ int block_excl_count(bool flag, int* warp_counts, int
 
 // one block per query, kTopkThreads threads.
 __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(IndexerArgs a, const float* __restrict__ scores) {
+  detail::pdl_entry();
   __shared__ int hist[256];
   __shared__ int warp_counts[kTopkThreads / 32];
   __shared__ uint32_t s_bin, s_remaining;
@@ -489,11 +493,11 @@ bool compressor_step(const CompressorStepArgs& a, void* stream) {
   }
   cudaStream_t st = as_stream(stream);
   const int windows = (a.max_count + a.ratio - 1) / a.ratio;
-  compress_pool_kernel<<<dim3(windows, a.batch), a.width, 0, st>>>(a);
+  detail::launch_pdl(compress_pool_kernel, dim3(windows, a.batch), a.width, 0, st, a);
   if (!check_launch("compress_pool_kernel")) return false;
   const int rows = a.overlap ? a.ratio : std::min(a.ratio, a.max_count);
   const int cw = (a.overlap ? 2 : 1) * a.width;
-  compress_state_kernel<<<dim3(rows, a.batch), std::min(cw, 256), 0, st>>>(a);
+  detail::launch_pdl(compress_state_kernel, dim3(rows, a.batch), std::min(cw, 256), 0, st, a);
   return check_launch("compress_state_kernel");
 }
 
@@ -526,10 +530,10 @@ bool indexer_select(const IndexerArgs& a, void* workspace, void* stream) {
     auto n_chunks = [&](int c) { return (a.max_visible + c - 1) / c; };
     while (chunk > kIdxTile && int64_t(a.tokens) * n_chunks(chunk) < 512) chunk /= 2;
     if (n_chunks(chunk) > 65535) return fail("indexer_select: max_visible too large");
-    indexer_score_kernel<<<dim3(a.tokens, n_chunks(chunk)), kIdxThreads, kIdxSmemBytes, st>>>(a, chunk, scores);
+    detail::launch_pdl(indexer_score_kernel, dim3(a.tokens, n_chunks(chunk)), kIdxThreads, kIdxSmemBytes, st, a, chunk, scores);
     if (!check_launch("indexer_score_kernel")) return false;
   }
-  indexer_topk_kernel<<<a.tokens, kTopkThreads, 0, st>>>(a, scores);
+  detail::launch_pdl(indexer_topk_kernel, a.tokens, kTopkThreads, 0, st, a, scores);
   return check_launch("indexer_topk_kernel");
 }
 

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "backend/cuda/cuda_ops.h"
 
@@ -27,6 +28,52 @@ inline bool check(cudaError_t e, const char* what) {
   return true;
 }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+
+/// Programmatic dependent launch (PDL). The per-step kernels are launched with
+/// launch_pdl, which lets the next kernel of the stream start (blocks resident, prologue) while the
+/// one before it drains, and every kernel so launched begins with pdl_entry(): it waits until the
+/// grids it depends on have completed and their writes are visible (griddepcontrol.wait), then
+/// lets its own dependents launch. Nothing is read or written before the wait, so the order of
+/// memory effects is the plain stream order's; what overlaps is launch latency and tail drain.
+/// A kernel launched with launch_pdl must call pdl_entry() first; kernels launched plainly (the
+/// load-time ones) may call it too (a no-op there). In a CUDA graph the launches become
+/// programmatic edges. On devices before SM90 the attribute and the instructions are no-ops.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/// Bulk prefetch of [p, p + bytes) into L2 (SM90; p and bytes multiples of 16).
+__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
+#endif
+}
+
+/// The launch attribute of launch_pdl (for launches that build their own cudaLaunchConfig_t).
+inline cudaLaunchAttribute pdl_attribute() {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
+
+/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL; errors land where check_launch
+/// reads them (cudaGetLastError).
+template <class... KArgs, class... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[1] = {pdl_attribute()};
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 /// SM count of the current device (132, an H100/H200's, if it cannot be read: launch shapes that
 /// use it only change speed).

@@ -22,6 +22,7 @@ __device__ __forceinline__ float warp_max(float v) {
 template <bool kBf16, bool kTransScale = false>
 __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t K, uint8_t* __restrict__ q,
                                  float* __restrict__ scales) {
+  detail::pdl_entry();
   const int64_t nkb = K / 128;
   const int64_t unit = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -60,6 +61,7 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
 // One block (256 threads) per row; fixed-order reduction (strided partials, then a fixed tree).
 __global__ void rms_norm_kernel(const float* __restrict__ x, int64_t d, const float* __restrict__ w, float eps,
                                 float* __restrict__ y) {
+  detail::pdl_entry();
   __shared__ float red[256];
   const float* xi = x + blockIdx.x * d;
   float* yi = y + blockIdx.x * d;
@@ -128,9 +130,9 @@ bool quantize_act_fp8(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8
   const int threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (x_is_bf16)
-    quant_act_kernel<true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales);
+    detail::launch_pdl(quant_act_kernel<true>, blocks, threads, 0, as_stream(stream), x, M, K, q, scales);
   else
-    quant_act_kernel<false><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales);
+    detail::launch_pdl(quant_act_kernel<false>, blocks, threads, 0, as_stream(stream), x, M, K, q, scales);
   return check_launch("quantize_act_fp8");
 }
 
@@ -142,15 +144,15 @@ bool quantize_act_fp8_t(const void* x, bool x_is_bf16, int64_t M, int64_t K, uin
   const int threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (x_is_bf16)
-    quant_act_kernel<true, true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales_t);
+    detail::launch_pdl(quant_act_kernel<true, true>, blocks, threads, 0, as_stream(stream), x, M, K, q, scales_t);
   else
-    quant_act_kernel<false, true><<<blocks, threads, 0, as_stream(stream)>>>(x, M, K, q, scales_t);
+    detail::launch_pdl(quant_act_kernel<false, true>, blocks, threads, 0, as_stream(stream), x, M, K, q, scales_t);
   return check_launch("quantize_act_fp8_t");
 }
 
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y, void* stream) {
   if (n <= 0) return true;
-  rms_norm_kernel<<<n, 256, 0, as_stream(stream)>>>(x, d, weight, eps, y);
+  detail::launch_pdl(rms_norm_kernel, n, 256, 0, as_stream(stream), x, d, weight, eps, y);
   return check_launch("rms_norm");
 }
 

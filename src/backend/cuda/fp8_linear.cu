@@ -57,6 +57,7 @@ struct SkinnyArgs {
   int64_t ldy;
 };
 
+constexpr int kPrefetchChunk = 4096;  // bytes per L2 bulk prefetch
 constexpr int kSkinnyInFlight = 2;  // K blocks (1 KB of weights each per warp) in flight per warp
 
 template <int MT, int TB>
@@ -80,6 +81,17 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
 
+  // The weights are no kernel's output, so they are read before the wait for the kernel this one
+  // depends on (pdl_entry): the block's share of its tiles' rows is prefetched into L2 and each
+  // warp's first U blocks are loaded while the previous kernel drains.
+  if (warp == 0) {
+    const int64_t total = int64_t(TB) * 8 * K;  // the block's tiles' rows, contiguous
+    const int64_t per = (total / 128 + gridDim.y - 1) / gridDim.y * 128, from = blockIdx.y * per;
+    const int64_t bytes = from < total ? (total - from < per ? total - from : per) : 0;
+    const uint8_t* base = a.w + int64_t(grp * a.N + blockIdx.x * TB * 8) * K + from;
+    for (int64_t off = int64_t(lane) * kPrefetchChunk; off < bytes; off += 32 * kPrefetchChunk)
+      detail::prefetch_l2(base + off, static_cast<uint32_t>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
+  }
   uint4 wc[U][2];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -90,6 +102,7 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
       wc[u][1] = detail::ldg_nc_v4(p + 64);
     }
   }
+  detail::pdl_entry();
   for (int i0 = 0; i0 < mine; i0 += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -208,6 +221,7 @@ __global__ void __launch_bounds__(256, 1) fp8_tiled_kernel(const uint8_t* __rest
                                                            int M, const uint8_t* __restrict__ w,
                                                            const void* __restrict__ wsc, bool wsc_f32, int N, int K,
                                                            float* __restrict__ y) {
+  detail::pdl_entry();
   extern __shared__ __align__(128) uint8_t smem[];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int wm = warp >> 2, wn = warp & 3;  // 2 x 4 warps, each 64 x 32
@@ -335,12 +349,13 @@ bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
                      static_cast<unsigned>(groups));
   cfg.blockDim = dim3(256);
   cfg.stream = as_stream(stream);
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = 1, attr[0].val.clusterDim.y = static_cast<unsigned>(p.ksplit);
-  attr[0].val.clusterDim.z = 1;
+  cudaLaunchAttribute attr[2];
+  attr[0] = detail::pdl_attribute();
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = 1, attr[1].val.clusterDim.y = static_cast<unsigned>(p.ksplit);
+  attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = p.ksplit > 1 ? 1 : 0;
+  cfg.numAttrs = p.ksplit > 1 ? 2 : 1;
   const cudaError_t e = a.M <= 16   ? launch_skinny_mt<1>(cfg, p.tb, a)
                         : a.M <= 32 ? launch_skinny_mt<2>(cfg, p.tb, a)
                                     : launch_skinny_mt<4>(cfg, p.tb, a);
@@ -382,7 +397,7 @@ bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8We
     attr_set = true;
   }
   const dim3 grid(static_cast<unsigned>(w.n / kBN), static_cast<unsigned>((M + kBM - 1) / kBM));
-  fp8_tiled_kernel<<<grid, 256, kSmemBytes, as_stream(stream)>>>(xq, xs, static_cast<int>(M), w.data, w.scale,
+  detail::launch_pdl(fp8_tiled_kernel, grid, 256, kSmemBytes, as_stream(stream), xq, xs, static_cast<int>(M), w.data, w.scale,
                                                                   w.scale_is_f32, static_cast<int>(w.n),
                                                                   static_cast<int>(w.k), y);
   return check_launch("fp8_tiled_kernel");

@@ -75,6 +75,7 @@ constexpr size_t kHcPSmem = (size_t(kHcMix) * kHcKc + size_t(kHcPStages) * kHcPT
 __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
                                                                            const float* __restrict__ fn,
                                                                            float* __restrict__ ws) {
+  detail::pdl_entry();
   extern __shared__ float4 hc_smem[];
   const float* sfn = reinterpret_cast<const float*>(hc_smem);
   float4* sx = hc_smem + kHcMix * kHcKc / 4 + threadIdx.x;  // [stage][token j][thread]
@@ -135,6 +136,7 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
 __global__ void __launch_bounds__(kHcDWarps * 32, 2)
     hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd, const float* __restrict__ fn,
                              float* __restrict__ ws) {
+  detail::pdl_entry();
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1);
   const int r = blockIdx.z * kHcDWarps + (threadIdx.x >> 5);
   const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
@@ -304,6 +306,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
                                                         const float* __restrict__ scale, float rms_eps, float hc_eps,
                                                         int iters, float* __restrict__ pre, float* __restrict__ post,
                                                         float* __restrict__ comb, float* __restrict__ input) {
+  detail::pdl_entry();
   __shared__ float sm[kHcOut];
   __shared__ float sbase[kHcMix + 3];  // base, then scale
   __shared__ float spre[kHcN];
@@ -344,6 +347,7 @@ __global__ void __launch_bounds__(256) hc_mix_kernel(int T, int d, int nchunk, c
                                                      const float* __restrict__ base, const float* __restrict__ scale,
                                                      float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
                                                      float* __restrict__ post, float* __restrict__ comb) {
+  detail::pdl_entry();
   __shared__ float sm[kHcMixTok][kHcOut + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t = blockIdx.x * kHcMixTok + lane, tc = min(t, T - 1);
@@ -364,6 +368,7 @@ __global__ void __launch_bounds__(256) hc_mix_kernel(int T, int d, int nchunk, c
 // Large T, step 2: grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each (X read once).
 __global__ void __launch_bounds__(256, 2) hc_collapse_kernel(const float* __restrict__ X, int d,
                                                           const float* __restrict__ pre, float* __restrict__ input) {
+  detail::pdl_entry();
   const int t = blockIdx.x, q = d / 4;
   float p[kHcN];
 #pragma unroll
@@ -387,6 +392,7 @@ __global__ void __launch_bounds__(256, 2) hc_collapse_kernel(const float* __rest
 // (same per-element expression as before: post_k f, then + C[j][k] X_j for j in order).
 __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, int d, const float* __restrict__ post,
                                                       const float* __restrict__ comb, const float* __restrict__ f) {
+  detail::pdl_entry();
   const int t = blockIdx.x, q = d / 4;
   float C[kHcN][kHcN], pk[kHcN];
 #pragma unroll
@@ -432,6 +438,7 @@ template <int TM, int TN, int WM, int WN>
 __global__ void __launch_bounds__(256) router_logits_kernel(const float* __restrict__ h, int T, int d,
                                                             const uint16_t* __restrict__ gate, int E,
                                                             float* __restrict__ logits) {
+  detail::pdl_entry();
   static_assert(WM * WN == 8, "8 warps");
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int t0 = (blockIdx.y * WM + warp / WN) * TM, e0 = (blockIdx.x * WN + warp % WN) * TN;
@@ -482,6 +489,7 @@ __device__ __forceinline__ bool better(float ka, int ia, float kb, int ib) {
 __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restrict__ logits, int E,
                                                           const float* __restrict__ bias, int k, float scaling,
                                                           int32_t* __restrict__ experts, float* __restrict__ weights) {
+  detail::pdl_entry();
   __shared__ float score[1024];
   __shared__ float wk[8];
   __shared__ int wi[8];
@@ -549,6 +557,7 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
                                                          int group_rows, int32_t* __restrict__ slot_pos,
                                                          Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2) {
+  detail::pdl_entry();
   __shared__ int ex[kMaxSlots];
   __shared__ int cnt[1024], off[1024], gst[1024];
   for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
@@ -614,6 +623,7 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
 
 __global__ void moe_permute_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
                                    float* __restrict__ x_perm) {
+  detail::pdl_entry();
   const int i = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
   float4* dst = reinterpret_cast<float4*>(x_perm + int64_t(slot_pos[i]) * d);
@@ -623,6 +633,7 @@ __global__ void moe_permute_kernel(const float* __restrict__ h, int k, int d, co
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ slot_pos,
                                    const float* __restrict__ w, const float* __restrict__ shared, int64_t T, int k,
                                    int d, float* __restrict__ out) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   const int q = d / 4;
   if (i >= T * q) return;
@@ -641,6 +652,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
 
 __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t ld, int64_t R,
                               int64_t I, float L, float* __restrict__ a) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= R * I) return;
   const int64_t r = i / I, c = i % I;
@@ -649,6 +661,7 @@ __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restri
 
 __global__ void cast_bf16_kernel(const float* __restrict__ src, int64_t rows, int64_t cols, uint16_t* __restrict__ dst,
                                  int64_t ld) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= rows * cols) return;
   const __nv_bfloat16 b = __float2bfloat16_rn(src[i]);
@@ -659,6 +672,7 @@ __global__ void cast_bf16_kernel(const float* __restrict__ src, int64_t rows, in
 __global__ void rows_to_rings_kernel(const float* __restrict__ src, int64_t batch, int64_t cols,
                                      uint16_t* const* __restrict__ rings, const int32_t* __restrict__ pos,
                                      int64_t window) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= batch * cols) return;
   const int64_t b = i / cols, c = i % cols;
@@ -670,6 +684,7 @@ __global__ void rows_to_rings_kernel(const float* __restrict__ src, int64_t batc
 
 // 8-byte units: out[b, a, c] = in[a, b, c]
 __global__ void swap01_kernel(const uint2* __restrict__ in, int64_t A, int64_t B, int64_t C8, uint2* __restrict__ out) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= A * B * C8) return;
   const int64_t c = i % C8, ab = i / C8, b = ab % B, a = ab / B;
@@ -739,31 +754,28 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
         return false;
       attr_set.fetch_or(bit, std::memory_order_acq_rel);
     }
-    hc_partial_prefill_kernel<<<dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s>>>(X, Ti, nd, fn, ws);
+    detail::launch_pdl(hc_partial_prefill_kernel, dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s, X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_prefill_kernel")) return false;
   } else {
     const dim3 grid(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps);
-    hc_partial_decode_kernel<<<grid, kHcDWarps * 32, 0, s>>>(X, Ti, nd, fn, ws);
+    detail::launch_pdl(hc_partial_decode_kernel, grid, kHcDWarps * 32, 0, s, X, Ti, nd, fn, ws);
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {
-    hc_finish_kernel<<<dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s>>>(
-        X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
+    detail::launch_pdl(hc_finish_kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s, X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
     return check_launch("hc_finish_kernel");
   }
-  hc_mix_kernel<<<blocks_for(T, kHcMixTok), 256, 0, s>>>(Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps,
+  detail::launch_pdl(hc_mix_kernel, blocks_for(T, kHcMixTok), 256, 0, s, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps,
                                                          hc_eps, sinkhorn_iters, pre, post, comb);
   if (!check_launch("hc_mix_kernel")) return false;
-  hc_collapse_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s>>>(
-      X, static_cast<int>(d), pre, input);
+  detail::launch_pdl(hc_collapse_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s, X, static_cast<int>(d), pre, input);
   return check_launch("hc_collapse_kernel");
 }
 
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {
   if (d % 4) return fail("hc_post: d % 4 != 0");
   if (T <= 0) return true;
-  hc_post_kernel<<<dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, as_stream(stream)>>>(
-      X, static_cast<int>(d), post, comb, f);
+  detail::launch_pdl(hc_post_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, as_stream(stream), X, static_cast<int>(d), post, comb, f);
   return check_launch("hc_post_kernel");
 }
 
@@ -775,23 +787,18 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
   const int Ti = static_cast<int>(T), di = static_cast<int>(d), Ei = static_cast<int>(E);
   // Same bits from every shape (router_logits_kernel): pick by reuse only.
   if (T > 256 && E % 32 == 0) {  // 16 tokens x 32 experts per block
-    router_logits_kernel<8, 8, 2, 4><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 16)), 256, 0, s>>>(
-        h, Ti, di, gate, Ei, logits_ws);
+    detail::launch_pdl(router_logits_kernel<8, 8, 2, 4>, dim3(static_cast<unsigned>(E / 32), blocks_for(T, 16)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   } else if (T > 64 && E % 32 == 0) {  // 8 x 32
-    router_logits_kernel<8, 4, 1, 8><<<dim3(static_cast<unsigned>(E / 32), blocks_for(T, 8)), 256, 0, s>>>(
-        h, Ti, di, gate, Ei, logits_ws);
+    detail::launch_pdl(router_logits_kernel<8, 4, 1, 8>, dim3(static_cast<unsigned>(E / 32), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   } else if (T > 8 && E % 16 == 0) {  // 8 x 16
-    router_logits_kernel<8, 2, 1, 8><<<dim3(static_cast<unsigned>(E / 16), blocks_for(T, 8)), 256, 0, s>>>(
-        h, Ti, di, gate, Ei, logits_ws);
+    detail::launch_pdl(router_logits_kernel<8, 2, 1, 8>, dim3(static_cast<unsigned>(E / 16), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   } else if (T > 8) {  // 8 x 8 (one expert per warp)
-    router_logits_kernel<8, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s>>>(
-        h, Ti, di, gate, Ei, logits_ws);
+    detail::launch_pdl(router_logits_kernel<8, 1, 1, 8>, dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   } else {  // decode: 1 x 8 (one token and expert per warp, 8 k steps' loads in flight), T x E/8 blocks
-    router_logits_kernel<1, 1, 1, 8><<<dim3(static_cast<unsigned>(E / 8), static_cast<unsigned>(T)), 256, 0, s>>>(
-        h, Ti, di, gate, Ei, logits_ws);
+    detail::launch_pdl(router_logits_kernel<1, 1, 1, 8>, dim3(static_cast<unsigned>(E / 8), static_cast<unsigned>(T)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   }
   if (!check_launch("router_logits_kernel")) return false;
-  router_topk_kernel<<<static_cast<unsigned>(T), 256, 0, s>>>(logits_ws, static_cast<int>(E), bias, k, scaling,
+  detail::launch_pdl(router_topk_kernel, static_cast<unsigned>(T), 256, 0, s, logits_ws, static_cast<int>(E), bias, k, scaling,
                                                                experts, weights);
   return check_launch("router_topk_kernel");
 }
@@ -812,7 +819,7 @@ bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_expert
     return fail("moe_build_groups: group_rows not 16, 32, 64 or 128");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
-  moe_groups_kernel<<<1, 256, 0, as_stream(stream)>>>(experts, static_cast<int>(T * k), static_cast<int>(n_experts),
+  detail::launch_pdl(moe_groups_kernel, 1, 256, 0, as_stream(stream), experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
                                                       max_groups, group_rows, slot_pos, groups13, groups2);
   return check_launch("moe_groups_kernel");
@@ -821,7 +828,7 @@ bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_expert
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm, void* stream) {
   if (d % 4) return fail("moe_permute: d % 4 != 0");
   if (T <= 0) return true;
-  moe_permute_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(h, k, static_cast<int>(d), slot_pos,
+  detail::launch_pdl(moe_permute_kernel, static_cast<unsigned>(T * k), 256, 0, as_stream(stream), h, k, static_cast<int>(d), slot_pos,
                                                                                    x_perm);
   return check_launch("moe_permute_kernel");
 }
@@ -830,20 +837,20 @@ bool moe_combine(const float* y_perm, const int32_t* slot_pos, const float* weig
                  int k, int64_t d, float* out, void* stream) {
   if (d % 4) return fail("moe_combine: d % 4 != 0");
   if (T <= 0) return true;
-  moe_combine_kernel<<<blocks_for(T * d / 4), 256, 0, as_stream(stream)>>>(y_perm, slot_pos, weights, shared, T, k,
+  detail::launch_pdl(moe_combine_kernel, blocks_for(T * d / 4), 256, 0, as_stream(stream), y_perm, slot_pos, weights, shared, T, k,
                                                                            static_cast<int>(d), out);
   return check_launch("moe_combine_kernel");
 }
 
 bool swiglu(const float* g, const float* u, int64_t ld, int64_t R, int64_t I, float limit, float* a, void* stream) {
   if (R * I <= 0) return true;
-  swiglu_kernel<<<blocks_for(R * I), 256, 0, as_stream(stream)>>>(g, u, ld, R, I, limit, a);
+  detail::launch_pdl(swiglu_kernel, blocks_for(R * I), 256, 0, as_stream(stream), g, u, ld, R, I, limit, a);
   return check_launch("swiglu_kernel");
 }
 
 bool cast_f32_to_bf16(const float* src, int64_t rows, int64_t cols, uint16_t* dst, int64_t dst_ld, void* stream) {
   if (rows * cols <= 0) return true;
-  cast_bf16_kernel<<<blocks_for(rows * cols), 256, 0, as_stream(stream)>>>(src, rows, cols, dst, dst_ld);
+  detail::launch_pdl(cast_bf16_kernel, blocks_for(rows * cols), 256, 0, as_stream(stream), src, rows, cols, dst, dst_ld);
   return check_launch("cast_bf16_kernel");
 }
 
@@ -852,7 +859,7 @@ bool rows_to_rings(const float* src, int64_t batch, int64_t cols, uint16_t* cons
   if (batch * cols <= 0) return true;
   if (!src || !rings || !pos) return fail("rows_to_rings: null argument");
   if (window <= 0) return fail("rows_to_rings: window must be positive");
-  rows_to_rings_kernel<<<blocks_for(batch * cols), 256, 0, as_stream(stream)>>>(src, batch, cols, rings, pos, window);
+  detail::launch_pdl(rows_to_rings_kernel, blocks_for(batch * cols), 256, 0, as_stream(stream), src, batch, cols, rings, pos, window);
   return check_launch("rows_to_rings_kernel");
 }
 
@@ -860,7 +867,7 @@ bool swap01(const void* in, int64_t A, int64_t B, int64_t C, int elem_bytes, voi
   if ((C * elem_bytes) % 8) return fail("swap01: C * elem_bytes % 8 != 0");
   const int64_t c8 = C * elem_bytes / 8;
   if (A * B * c8 <= 0) return true;
-  swap01_kernel<<<blocks_for(A * B * c8), 256, 0, as_stream(stream)>>>(static_cast<const uint2*>(in), A, B, c8,
+  detail::launch_pdl(swap01_kernel, blocks_for(A * B * c8), 256, 0, as_stream(stream), static_cast<const uint2*>(in), A, B, c8,
                                                                         static_cast<uint2*>(out));
   return check_launch("swap01_kernel");
 }

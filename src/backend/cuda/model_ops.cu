@@ -37,6 +37,7 @@ cublasStatus_t build_bf16_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t 
 // One block per token; 16-byte loads when d % 8 == 0 and table / out are 16-byte aligned.
 __global__ void embed_kernel(const uint16_t* __restrict__ table, int64_t V, int64_t d, const int32_t* __restrict__ ids,
                              float* __restrict__ out, int32_t* __restrict__ bad, bool vec) {
+  detail::pdl_entry();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   float* o = out + t * d;
@@ -132,6 +133,7 @@ constexpr int kSortChunk = 256;
 __global__ void __launch_bounds__(kSortChunk) sort_rank_kernel(const int32_t* __restrict__ experts, int64_t TK, int E,
                                                                int32_t* __restrict__ slot_pos,
                                                                int32_t* __restrict__ hist) {
+  detail::pdl_entry();
   __shared__ int ex[kSortChunk];
   const int64_t c = blockIdx.x, i = c * kSortChunk + threadIdx.x;
   const int64_t left = TK - c * kSortChunk;
@@ -159,6 +161,7 @@ __global__ void __launch_bounds__(kSortChunk) sort_rank_kernel(const int32_t* __
 constexpr int kScanThreads = 1024;
 __global__ void __launch_bounds__(kScanThreads) sort_scan_kernel(int32_t* __restrict__ hist, int64_t n_chunks, int E,
                                                                  int32_t* __restrict__ offsets) {
+  detail::pdl_entry();
   __shared__ int part[kScanThreads];
   const int per = (E + kScanThreads - 1) / kScanThreads, e0 = threadIdx.x * per, e1 = min(E, e0 + per);
   // totals of this thread's experts (column sums), converted to per-chunk exclusive bases
@@ -197,6 +200,7 @@ __global__ void __launch_bounds__(kScanThreads) sort_scan_kernel(int32_t* __rest
 __global__ void __launch_bounds__(kSortChunk) sort_place_kernel(const int32_t* __restrict__ experts, int64_t TK, int E,
                                                                 const int32_t* __restrict__ base,
                                                                 int32_t* __restrict__ slot_pos) {
+  detail::pdl_entry();
   const int64_t i = blockIdx.x * int64_t(kSortChunk) + threadIdx.x;
   if (i >= TK) return;
   const int e = experts[i];
@@ -231,7 +235,7 @@ bool embed_rows(const uint16_t* table, int64_t V, int64_t d, const int32_t* ids,
   if (!table || !ids || !out) return fail("embed_rows: null argument");
   if (T > 0x7fffffff) return fail("embed_rows: T too large");
   const bool vec = d % 8 == 0 && reinterpret_cast<uintptr_t>(table) % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  embed_kernel<<<unsigned(T), 256, 0, as_stream(stream)>>>(table, V, d, ids, out, bad, vec);
+  detail::launch_pdl(embed_kernel, unsigned(T), 256, 0, as_stream(stream), table, V, d, ids, out, bad, vec);
   return check_launch("embed_rows");
 }
 
@@ -264,11 +268,11 @@ bool moe_sort_tokens(const int32_t* experts, int64_t T, int k, int64_t n_experts
     return check(cudaMemsetAsync(offsets, 0, size_t(E + 1) * sizeof(int32_t), as_stream(stream)),
                  "moe_sort_tokens: memset");
   }
-  sort_rank_kernel<<<unsigned(chunks), kSortChunk, 0, as_stream(stream)>>>(experts, tk, E, slot_pos, hist);
+  detail::launch_pdl(sort_rank_kernel, unsigned(chunks), kSortChunk, 0, as_stream(stream), experts, tk, E, slot_pos, hist);
   if (!check_launch("moe_sort_tokens rank")) return false;
-  sort_scan_kernel<<<1, kScanThreads, 0, as_stream(stream)>>>(hist, chunks, E, offsets);
+  detail::launch_pdl(sort_scan_kernel, 1, kScanThreads, 0, as_stream(stream), hist, chunks, E, offsets);
   if (!check_launch("moe_sort_tokens scan")) return false;
-  sort_place_kernel<<<unsigned(chunks), kSortChunk, 0, as_stream(stream)>>>(experts, tk, E, hist, slot_pos);
+  detail::launch_pdl(sort_place_kernel, unsigned(chunks), kSortChunk, 0, as_stream(stream), experts, tk, E, hist, slot_pos);
   return check_launch("moe_sort_tokens place");
 }
 

@@ -125,6 +125,7 @@ template <int MT, bool kSwiglu>
 __global__ void __launch_bounds__(256, 2)
     mxfp4_wide_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int N, int K, float limit,
                       __half* __restrict__ a16) {
+  detail::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
   const int m = gd.m;
@@ -253,8 +254,7 @@ bool launch_wide(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, in
                              "mxfp4 wide experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? N / 128 : N / kRows), static_cast<unsigned>(n_groups));
-  mxfp4_wide_kernel<MT, kSwiglu><<<grid, 256, smem_bytes<MT>(), s>>>(
-      groups, reinterpret_cast<const __half*>(x16), N, K, limit, reinterpret_cast<__half*>(a16));
+  detail::launch_pdl(mxfp4_wide_kernel<MT, kSwiglu>, grid, 256, smem_bytes<MT>(), s, groups, reinterpret_cast<const __half*>(x16), N, K, limit, reinterpret_cast<__half*>(a16));
   return check_launch("mxfp4_wide_kernel");
 }
 
@@ -268,6 +268,7 @@ bool dispatch_wide(const Mxfp4Group* groups, int n_groups, int max_m, const uint
 
 __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
                                        __half* __restrict__ x16) {
+  detail::pdl_entry();
   const int i = blockIdx.x;
   const float4* src = reinterpret_cast<const float4*>(h + int64_t(i / k) * d);
   __half2* dst = reinterpret_cast<__half2*>(x16 + int64_t(slot_pos[i]) * d);
@@ -301,8 +302,7 @@ bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t*
                      void* stream) {
   if (d % 32) return fail("moe_permute_f16: d % 32 != 0 (whole 32-column groups)");
   if (T <= 0) return true;
-  moe_permute_f16_kernel<<<static_cast<unsigned>(T * k), 256, 0, as_stream(stream)>>>(
-      h, k, static_cast<int>(d), slot_pos, reinterpret_cast<__half*>(x16));
+  detail::launch_pdl(moe_permute_f16_kernel, static_cast<unsigned>(T * k), 256, 0, as_stream(stream), h, k, static_cast<int>(d), slot_pos, reinterpret_cast<__half*>(x16));
   return check_launch("moe_permute_f16_kernel");
 }
 

@@ -118,6 +118,7 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
 template <int MT, bool kLow8>
 __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
     mxfp4_grouped_kernel(const Mxfp4Group* __restrict__ groups, int N, int K) {
+  detail::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   const Mxfp4Group gd = groups[blockIdx.z];
   const int m = gd.m;
@@ -225,7 +226,7 @@ bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaSt
                              "mxfp4_linear_grouped: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(N / (8 * kNT)), 1, static_cast<unsigned>(n_groups));
-  mxfp4_grouped_kernel<MT, kLow8><<<grid, 256, kSmemBytes, s>>>(groups, N, K);
+  detail::launch_pdl(mxfp4_grouped_kernel<MT, kLow8>, grid, 256, kSmemBytes, s, groups, N, K);
   return check_launch("mxfp4_grouped_kernel");
 }
 

@@ -271,6 +271,7 @@ template <int NMAX, bool kSwiglu, bool kExact>
 __global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
     mxfp4_wgmma_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int Nout, int K,
                        float limit, __half* __restrict__ a16) {
+  detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
   const int m = gd.m;
@@ -320,8 +321,7 @@ bool launch1(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int No
                              smem_set, "mxfp4 wgmma experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
-  mxfp4_wgmma_kernel<NMAX, kSwiglu, kExact><<<grid, 256, smem_bytes<NMAX>(), s>>>(
-      groups, reinterpret_cast<const __half*>(x16), Nout, K, limit, reinterpret_cast<__half*>(a16));
+  detail::launch_pdl(mxfp4_wgmma_kernel<NMAX, kSwiglu, kExact>, grid, 256, smem_bytes<NMAX>(), s, groups, reinterpret_cast<const __half*>(x16), Nout, K, limit, reinterpret_cast<__half*>(a16));
   return check_launch("mxfp4_wgmma_kernel");
 }
 

@@ -262,8 +262,8 @@ struct Row {
 };
 
 /// Steps 1-2 of sampler.h for id i.
-__device__ __forceinline__ float processed(const Row& r, int i) {
-  float x = r.raw[i];
+/// Row value i after NaN, bias and penalties, from its raw value x = r.raw[i].
+__device__ __forceinline__ float processed(const Row& r, int i, float x) {
   if (isnan(x)) x = neg_inf();
   if (r.bias != nullptr) {
     const float b = r.bias[i];
@@ -557,6 +557,7 @@ __device__ void write_logprobs(const Row& r, float raw_max, int32_t token, int n
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float* ws_all) {
+  detail::pdl_entry();
   __shared__ Scratch sc;
   const int row = blockIdx.x;
   Row r;
@@ -574,23 +575,38 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float
   ArgMax am_x{neg_inf(), -1}, am_raw{neg_inf(), -1};
   float raw_max = neg_inf(), s_max = neg_inf();
   long long n_cand = 0, n_pinf = 0;
-  for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
-    const float v = r.raw[i];
-    raw_max = fmaxf(raw_max, v);
-    if (!isnan(v) && v != neg_inf()) am_raw = better_of(am_raw, ArgMax{v, i});
-    const float x = processed(r, i);
-    if (greedy) {
-      if (x != neg_inf()) am_x = better_of(am_x, ArgMax{x, i});
-      continue;
+  // Everything this pass gathers is order-free (maxima, argmaxes by value then id, counts), so
+  // each thread loads kPass1 values ahead: one block reads a whole row, and one load in flight
+  // per thread would leave it latency-bound (~50 us for a 129k-entry row).
+  constexpr int kPass1 = 8;
+  for (int base = threadIdx.x; base < r.vocab; base += kThreads * kPass1) {
+    float raw[kPass1];
+#pragma unroll
+    for (int u = 0; u < kPass1; ++u) {
+      const int i = base + u * kThreads;
+      raw[u] = i < r.vocab ? r.raw[i] : 0.f;
     }
-    float s = neg_inf();
-    if (x != neg_inf()) {
-      s = __fdiv_rn(x, r.p.temperature);
-      ++n_cand;
-      if (s == INFINITY) ++n_pinf;
-      else s_max = fmaxf(s_max, s);
+#pragma unroll
+    for (int u = 0; u < kPass1; ++u) {
+      const int i = base + u * kThreads;
+      if (i >= r.vocab) break;
+      const float v = raw[u];
+      raw_max = fmaxf(raw_max, v);
+      if (!isnan(v) && v != neg_inf()) am_raw = better_of(am_raw, ArgMax{v, i});
+      const float x = processed(r, i, v);
+      if (greedy) {
+        if (x != neg_inf()) am_x = better_of(am_x, ArgMax{x, i});
+        continue;
+      }
+      float s = neg_inf();
+      if (x != neg_inf()) {
+        s = __fdiv_rn(x, r.p.temperature);
+        ++n_cand;
+        if (s == INFINITY) ++n_pinf;
+        else s_max = fmaxf(s_max, s);
+      }
+      r.ws[i] = s;
     }
-    r.ws[i] = s;
   }
   raw_max = block_reduce(raw_max, MaxF(), sc.f);
   am_raw = block_argmax(am_raw, sc.am);
@@ -668,7 +684,7 @@ bool sample_tokens(const GpuSampleArgs& a, void* workspace, void* stream) {
   if (a.rows == 0) return true;
   if (a.logits == nullptr || a.params == nullptr || a.token == nullptr || workspace == nullptr)
     return fail("sample_tokens: null logits, params, token or workspace");
-  sample_kernel<<<a.rows, kThreads, 0, as_stream(stream)>>>(a, static_cast<float*>(workspace));
+  detail::launch_pdl(sample_kernel, a.rows, kThreads, 0, as_stream(stream), a, static_cast<float*>(workspace));
   return check_launch("sample_kernel");
 }
 

@@ -16,6 +16,7 @@ namespace {
 
 __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos,
                             int rows_per_pos, const float* inv_freq) {
+  detail::pdl_entry();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * pairs) return;
   const int64_t r = i / pairs;
@@ -37,6 +38,7 @@ __global__ void __launch_bounds__(256) head_norm_rope_kernel(const float* __rest
                                                              int off, const int32_t* __restrict__ pos, int rows_per_pos,
                                                              const float* __restrict__ inv_freq,
                                                              __nv_bfloat16* __restrict__ out) {
+  detail::pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (r >= rows) return;
@@ -81,6 +83,7 @@ __global__ void __launch_bounds__(256) head_norm_rope_kernel(const float* __rest
 
 __global__ void hash_route_kernel(const float* logits, int64_t T, int64_t E, const int32_t* ids,
                                   const int32_t* tid2eid, int k, float scale, int32_t* experts, float* weights) {
+  detail::pdl_entry();
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= T) return;
   float sum = 0.f;
@@ -97,6 +100,7 @@ __global__ void hash_route_kernel(const float* logits, int64_t T, int64_t E, con
 }
 
 __global__ void expand_kernel(const float4* e, int64_t T, int64_t d4, int streams, float4* X) {
+  detail::pdl_entry();
   const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= T * d4) return;
   const int64_t t = i / d4, c = i % d4;
@@ -111,7 +115,7 @@ unsigned blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / th
 bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos, int rows_per_pos,
                const float* inv_freq, void* stream) {
   if (rows <= 0) return true;
-  rope_kernel<<<blocks(rows * pairs, 256), 256, 0, as_stream(stream)>>>(x, rows, ld, off, pairs, pos,
+  detail::launch_pdl(rope_kernel, blocks(rows * pairs, 256), 256, 0, as_stream(stream), x, rows, ld, off, pairs, pos,
                                                                                         rows_per_pos, inv_freq);
   return check_launch("rope_rows");
 }
@@ -125,9 +129,9 @@ bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
   const int d = static_cast<int>(D), of = static_cast<int>(off);
   switch (D / 256) {
-    case 1: head_norm_rope_kernel<1><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    case 2: head_norm_rope_kernel<2><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    default: head_norm_rope_kernel<4><<<grid, 256, 0, as_stream(stream)>>>(x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
+    case 1: detail::launch_pdl(head_norm_rope_kernel<1>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    case 2: detail::launch_pdl(head_norm_rope_kernel<2>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    default: detail::launch_pdl(head_norm_rope_kernel<4>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
   }
   return check_launch("head_norm_rope_bf16");
 }
@@ -135,7 +139,7 @@ bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,
                 float scale, int32_t* experts, float* weights, void* stream) {
   if (T <= 0) return true;
-  hash_route_kernel<<<blocks(T, 128), 128, 0, as_stream(stream)>>>(logits, T, E, ids, tid2eid, k,
+  detail::launch_pdl(hash_route_kernel, blocks(T, 128), 128, 0, as_stream(stream), logits, T, E, ids, tid2eid, k,
                                                                                    scale, experts, weights);
   return check_launch("hash_route");
 }
@@ -143,8 +147,7 @@ bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, c
 bool expand_streams(const float* e, int64_t T, int64_t d, int streams, float* X, void* stream) {
   if (d % 4 != 0) return fail("expand_streams: d % 4 != 0");
   const int64_t d4 = d / 4;
-  expand_kernel<<<blocks(T * d4, 256), 256, 0, as_stream(stream)>>>(
-      reinterpret_cast<const float4*>(e), T, d4, streams, reinterpret_cast<float4*>(X));
+  detail::launch_pdl(expand_kernel, blocks(T * d4, 256), 256, 0, as_stream(stream), reinterpret_cast<const float4*>(e), T, d4, streams, reinterpret_cast<float4*>(X));
   return check_launch("expand_streams");
 }
 
