@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <deque>
+#include <optional>
 #include <random>
 #include <span>
 #include <thread>
@@ -32,6 +33,18 @@ Status EngineOptions::validate() const {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The sampling row of a batch entry in mid-prompt: it samples nothing (plain greedy, result unused).
+SampleRow unused_row() {
+  static const SamplingParams kUnused = [] {
+    SamplingParams p;
+    p.temperature = 0.0f;
+    return p;
+  }();
+  SampleRow r;
+  r.params = &kUnused;
+  return r;
+}
 
 class Engine final : public EngineClient {
  public:
@@ -116,13 +129,58 @@ class Engine final : public EngineClient {
     return Status::ok();
   }
 
+  // Counts the tokens that steps in flight will append.
   int64_t estimate_bytes(const Sequence& s, int64_t extra_tokens) const {
     return static_cast<int64_t>(sizes_.bytes_per_sequence +
-                                sizes_.bytes_per_token * static_cast<double>(s.tokens.size() + extra_tokens));
+                                sizes_.bytes_per_token *
+                                    static_cast<double>(static_cast<int64_t>(s.tokens.size()) + s.unsampled + extra_tokens));
   }
+
+  // The next step as planned: members (running_ order), tokens fed to each, whether each is fed
+  // its token from the step in flight and whether its step samples a token.
+  struct Planned {
+    std::vector<Sequence*> members;
+    std::vector<int64_t> tokens;
+    std::vector<bool> fed, samples;
+    int64_t total = 0;
+    double token_ctx = 0;
+  };
+  // A launched step, for its post-processing. Its members stay alive until it is collected
+  // (finished ones in retired_, their states in deferred_states_).
+  struct StepRecord {
+    uint64_t id = 0;
+    std::vector<Sequence*> members;
+    std::vector<bool> samples;
+    std::vector<int64_t> computed_after;  // each member's consumed tokens once the step is done
+    bool snapshot = false;                // some member's prefix snapshot is due after it
+    bool async = false;
+    int64_t total = 0;
+    double token_ctx = 0;
+    Clock::time_point t_launch;
+    int32_t row_of(const Sequence* s) const {
+      for (size_t b = 0; b < members.size(); ++b)
+        if (members[b] == s) return static_cast<int32_t>(b);
+      return -1;
+    }
+  };
 
   void run();
   bool step();
+  void drop_cancelled();
+  void sweep();
+  void release_collected();
+  Planned plan();
+  bool device_sampling() const;
+  bool launchable(const Planned& p) const;
+  Status launch_async(const Planned& p, StepRecord& r);
+  void record_launch(const Planned& p, StepRecord& r);
+  bool snapshot_due(const Sequence& s, int64_t computed) const;
+  void reserve_bytes(Sequence& s);
+  bool drain();
+  void collect(StepRecord& r);
+  void complete(StepRecord& r, const Status& st, std::vector<SampleResult>& sampled, const v4::ForwardOutput* out);
+  bool run_sync(const Planned& p);
+  bool in_flight(const Sequence& s) const { return s.last_step > collected_; }
   void prefetch_next();
   void take_inbox();
   void admit();
@@ -165,6 +223,13 @@ class Engine final : public EngineClient {
   std::unordered_map<const Sequence*, int64_t> share_at_;
   static constexpr size_t kRecentPrompts = 16;
   void note_shared_prefix(Sequence& s);
+  // The overlapped step loop: at most one step in flight between iterations (two while step N+1
+  // is launched and step N not yet collected). Steps are numbered from 1 as launched.
+  std::optional<StepRecord> inflight_;
+  uint64_t launched_ = 0, collected_ = 0;
+  std::vector<std::unique_ptr<Sequence>> retired_;  // finished, but in a step in flight
+  std::vector<std::pair<uint64_t, std::unique_ptr<ModelState>>> deferred_states_;  // freed once step .first is collected
+  Clock::time_point last_collect_;
   std::thread loop_;
 };
 
@@ -172,14 +237,18 @@ void Engine::run() {
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !inbox_.empty() || !running_.empty() || !waiting_.empty(); });
+      cv_.wait(lock, [&] {
+        return stopping_ || !inbox_.empty() || !running_.empty() || !waiting_.empty() || inflight_.has_value();
+      });
       if (stopping_) break;
     }
     take_inbox();
     step();
     publish_stats();
   }
-  // Shutdown: every open request gets a terminal event.
+  // Shutdown: the step in flight is collected (its tokens streamed), then every open request
+  // gets a terminal event.
+  drain();
   take_inbox();
   for (auto& s : running_) finish(*s, "cancelled", std::nullopt);
   for (auto& s : waiting_) finish(*s, "cancelled", std::nullopt);
@@ -217,6 +286,8 @@ void Engine::finish(Sequence& s, const std::string& reason, std::optional<std::s
   s.ctx->stream->push(std::move(ev));
   share_at_.erase(&s);
   if (s.state) state_bytes_ -= s.state_bytes;
+  s.state_bytes = 0;
+  if (s.state && in_flight(s)) deferred_states_.emplace_back(s.last_step, std::move(s.state));
   s.state.reset();
   if (--s.ctx->remaining == 0) {
     s.ctx->stream->close();
@@ -294,9 +365,14 @@ void Engine::preempt_to_fit() {
     auto victim = std::max_element(running_.begin(), running_.end(),
                                    [](const auto& a, const auto& b) { return a->key.before(b->key); });
     Sequence& v = **victim;
+    if (in_flight(v)) {  // its state is in use: collect the step first (it may finish sequences)
+      drain();
+      continue;
+    }
     share_at_.erase(&v);
     state_bytes_ -= v.state_bytes;
     v.state.reset();
+    v.state_bytes = 0;
     v.computed = 0;
     ++stats_preemptions_;
     waiting_.push_front(std::move(*victim));
@@ -304,58 +380,237 @@ void Engine::preempt_to_fit() {
   }
 }
 
-bool Engine::step() {
-  // Cancelled requests leave first (their state is freed now).
+// Cancelled requests leave first (their state is freed now, or once the step in flight with
+// them is collected).
+void Engine::drop_cancelled() {
   for (auto& s : running_)
     if (s->ctx->cancelled) finish(*s, "cancelled", std::nullopt);
   for (auto& s : waiting_)
     if (s->ctx->cancelled) finish(*s, "cancelled", std::nullopt);
-  std::erase_if(running_, [](const auto& s) { return s->finished; });
+  sweep();
   std::erase_if(waiting_, [](const auto& s) { return s->finished; });
+}
 
-  admit();
-  preempt_to_fit();
-  if (running_.empty()) return false;
-  std::stable_sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->key.before(b->key); });
+// Finished sequences leave running_; one that a step in flight still has stays alive (retired_)
+// until that step is collected, so its result can be discarded.
+void Engine::sweep() {
+  for (auto& s : running_)
+    if (s->finished && in_flight(*s)) retired_.push_back(std::move(s));
+  std::erase_if(running_, [](const auto& s) { return !s || s->finished; });
+}
 
+void Engine::release_collected() {
+  std::erase_if(retired_, [&](const auto& s) { return !in_flight(*s); });
+  std::erase_if(deferred_states_, [&](const auto& d) { return d.first <= collected_; });
+}
+
+// The next step, planned from the sequences as they will be once the steps in flight are
+// collected: a sequence whose token is still in flight has one more pending token (fed on the
+// device) and is left out when that token certainly ends it (max_tokens, context).
+Engine::Planned Engine::plan() {
   std::vector<SeqDemand> demand;
   for (const auto& s : running_) {
-    const int64_t pending = static_cast<int64_t>(s->tokens.size()) - s->computed;
+    int64_t pending = static_cast<int64_t>(s->tokens.size()) + s->unsampled - s->computed;
+    if (s->unsampled > 0 && s->ends_by_length(s->generated() + s->unsampled)) pending = 0;
     demand.push_back({pending, s->computed, pending == 1 && s->computed >= s->prompt_len});
   }
-  StepPlan plan = plan_step(opts_.sched, demand, cost_);
+  StepPlan sp = plan_step(opts_.sched, demand, cost_);
   for (size_t i = 0; i < running_.size() && !share_at_.empty(); ++i) {
     auto it = share_at_.find(running_[i].get());
     if (it == share_at_.end()) continue;
-    const int64_t from = running_[i]->computed, to = from + plan.tokens[i];
+    const int64_t from = running_[i]->computed, to = from + sp.tokens[i];
     if (it->second <= from) {
       share_at_.erase(it);
     } else if (it->second < to) {
-      plan.total -= to - it->second;
-      plan.tokens[i] = it->second - from;
+      sp.total -= to - it->second;
+      sp.tokens[i] = it->second - from;
     }
   }
-  std::vector<ModelInput> batch;
-  std::vector<Sequence*> members;
-  double token_ctx = 0;
+  Planned p;
+  p.total = sp.total;
   for (size_t i = 0; i < running_.size(); ++i) {
-    if (plan.tokens[i] == 0) continue;
+    if (sp.tokens[i] == 0) continue;
     Sequence& s = *running_[i];
-    batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, plan.tokens[i]), false});
-    members.push_back(&s);
-    token_ctx += static_cast<double>(plan.tokens[i]) * (s.computed + plan.tokens[i] / 2.0);
+    p.members.push_back(&s);
+    p.tokens.push_back(sp.tokens[i]);
+    p.fed.push_back(s.unsampled > 0);
+    // A member whose step ends its pending tokens samples a token from it (the others are in mid-prompt).
+    p.samples.push_back(s.computed + sp.tokens[i] == static_cast<int64_t>(s.tokens.size()) + s.unsampled);
+    p.token_ctx += static_cast<double>(sp.tokens[i]) * (s.computed + sp.tokens[i] / 2.0);
   }
-  if (batch.empty()) return false;
-  // Members whose step ends their pending tokens sample a token from it (the others are in mid-prompt).
-  std::vector<bool> samples(members.size());
-  for (size_t b = 0; b < members.size(); ++b)
-    samples[b] = members[b]->computed + static_cast<int64_t>(batch[b].tokens.size()) ==
-                 static_cast<int64_t>(members[b]->tokens.size());
+  return p;
+}
+
+bool Engine::device_sampling() const { return opts_.device_sampling && model_->samples_on_device(); }
+
+// Whether the planned step can be launched without waiting for the host: every token it samples
+// is sampled on the device with no grammar mask, and every fed member's row is exact without its
+// latest token (Sequence::feedable).
+bool Engine::launchable(const Planned& p) const {
+  if (!opts_.overlap || !device_sampling()) return false;
+  for (size_t b = 0; b < p.members.size(); ++b) {
+    const Sequence& s = *p.members[b];
+    if (p.samples[b] && s.needs_mask()) return false;
+    if (p.fed[b] && !s.feedable()) return false;
+  }
+  return true;
+}
+
+bool Engine::step() {
+  drop_cancelled();
+  // The step in flight is collected first when a snapshot is due after it (a state is cloned
+  // only when no step in flight uses it).
+  if (inflight_ && inflight_->snapshot) drain();
+  admit();
+  preempt_to_fit();  // drains first when a victim is in flight
+  if (running_.empty()) return drain();
+  std::stable_sort(running_.begin(), running_.end(), [](const auto& a, const auto& b) { return a->key.before(b->key); });
+  Planned p = plan();
+  if (p.members.empty()) return drain();
+  const bool async = launchable(p);
+  if (inflight_ && !async) return drain();  // the next iteration plans from what the host then knows
+  if (!async) return run_sync(p);
+  // Step N+1 is launched before step N is collected: the host prepares it while the device runs N.
+  StepRecord next;
+  Status st = launch_async(p, next);
+  std::optional<StepRecord> prev = std::move(inflight_);
+  inflight_.reset();
+  if (!st.is_ok()) {
+    DI_LOG(Error, "forward failed: %s", st.to_string().c_str());
+    for (Sequence* s : p.members) fail(*s, st);
+  } else {
+    inflight_ = std::move(next);
+  }
+  if (prev) collect(*prev);
+  sweep();
+  return st.is_ok();
+}
+
+// Launches the planned step with launch_sample (fed members take their token from the step in
+// flight) and advances the members as launched: consumed tokens, tokens to come, reservations.
+Status Engine::launch_async(const Planned& p, StepRecord& r) {
+  static const int32_t kPlaceholder = 0;  // a fed entry's token (replaced by the fed one)
+  std::vector<ModelInput> batch;
+  std::vector<SampleRow> rows;
+  std::vector<int32_t> feed;
+  for (size_t b = 0; b < p.members.size(); ++b) {
+    Sequence& s = *p.members[b];
+    if (p.fed[b]) {
+      const int32_t row = inflight_ ? inflight_->row_of(&s) : -1;
+      if (row < 0) return Status::internal("engine: a fed sequence is not in the step in flight");
+      batch.push_back({s.state.get(), std::span<const int32_t>(&kPlaceholder, 1), false});
+      feed.push_back(row);
+    } else {
+      batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, p.tokens[b]), false});
+      feed.push_back(-1);
+    }
+    rows.push_back(p.samples[b] ? s.next_row(s.unsampled) : unused_row());
+  }
+  r.t_launch = Clock::now();
+  DI_TRY(model_->launch_sample(batch, rows, feed));
+  r.async = true;
+  record_launch(p, r);
+  return Status::ok();
+}
+
+// The bookkeeping of a launched step: its record, and each member advanced as launched.
+void Engine::record_launch(const Planned& p, StepRecord& r) {
+  r.id = ++launched_;
+  r.members = p.members;
+  r.samples = p.samples;
+  r.total = p.total;
+  r.token_ctx = p.token_ctx;
+  for (size_t b = 0; b < p.members.size(); ++b) {
+    Sequence& s = *p.members[b];
+    s.computed += p.tokens[b];
+    s.last_step = r.id;
+    r.computed_after.push_back(s.computed);
+    if (p.samples[b]) {
+      ++s.unsampled;
+      reserve_bytes(s);
+    }
+    r.snapshot = r.snapshot || snapshot_due(s, s.computed);
+  }
+}
+
+// The prefix cache takes a snapshot where a member's step ends on a block boundary of its prompt.
+bool Engine::snapshot_due(const Sequence& s, int64_t computed) const {
+  return opts_.prefix_cache_bytes > 0 && computed <= s.prompt_len && computed % prefix_.block_tokens() == 0 &&
+         !prefix_.contains(std::span<const int32_t>(s.tokens.data(), computed));
+}
+
+void Engine::reserve_bytes(Sequence& s) {
+  const int64_t new_bytes = estimate_bytes(s, 1);
+  state_bytes_ += new_bytes - s.state_bytes;
+  s.state_bytes = new_bytes;
+}
+
+// Collects the step in flight (if any) and post-processes it. True when there was one.
+bool Engine::drain() {
+  if (!inflight_) return false;
+  StepRecord r = std::move(*inflight_);
+  inflight_.reset();
+  collect(r);
+  sweep();
+  return true;
+}
+
+void Engine::collect(StepRecord& r) {
+  std::vector<SampleResult> sampled;
+  Status st = model_->collect_sample(sampled);
+  const auto t_done = Clock::now();
+  // The step's time in the pipeline: from its launch, or from the previous collect when that was later.
+  const auto from = std::max(r.t_launch, last_collect_);
+  last_collect_ = t_done;
+  if (st.is_ok()) cost_.observe(static_cast<double>(r.total), r.token_ctx, std::chrono::duration<double>(t_done - from).count());
+  complete(r, st, sampled, nullptr);
+}
+
+// Post-processing of a collected step, as the synchronous loop always did: snapshots, first-token
+// stats, accept (stream, stop checks), finish. Members already finished (at an earlier step, or
+// cancelled) have their result discarded.
+void Engine::complete(StepRecord& r, const Status& st, std::vector<SampleResult>& sampled, const v4::ForwardOutput* out) {
+  collected_ = r.id;
+  if (!st.is_ok()) DI_LOG(Error, "forward failed: %s", st.to_string().c_str());
+  const int64_t V = info_.vocab_size;
+  for (size_t b = 0; b < r.members.size(); ++b) {
+    Sequence& s = *r.members[b];
+    if (r.samples[b]) --s.unsampled;
+    if (s.finished) continue;
+    if (!st.is_ok()) {
+      fail(s, st);
+      continue;
+    }
+    if (snapshot_due(s, r.computed_after[b])) {
+      std::shared_ptr<const ModelState> snap(s.state->clone());
+      if (snap) {  // else no memory for a snapshot: a later lookup just misses
+        const int64_t bytes = static_cast<int64_t>(snap->bytes());
+        prefix_.insert(std::span<const int32_t>(s.tokens.data(), r.computed_after[b]), std::move(snap), bytes);
+      }
+    }
+    if (!r.samples[b]) continue;  // prefill chunk, no token yet
+    if (!s.first_token_at) {
+      s.first_token_at = Clock::now();
+      prompt_tokens_total_ += s.prompt_len;
+    }
+    ++generation_tokens_total_;
+    const auto finish_reason = out ? s.append(out->rows().subspan(static_cast<size_t>(out->row_offsets[b] * V), V))
+                                   : s.accept(std::move(sampled[b]));
+    reserve_bytes(s);
+    if (finish_reason) finish(s, finish_reason->reason, finish_reason->stop_string);
+  }
+  release_collected();
+}
+
+// One step with nothing in flight, waited for: forward and host sampling (grammar masks,
+// penalties with overlap, EngineOptions::overlap off), or forward_sample.
+bool Engine::run_sync(const Planned& p) {
+  const std::vector<Sequence*>& members = p.members;
   // Grammar masks for the tokens this step samples depend only on tokens already accepted:
   // compute them on a side thread while the forward runs.
   std::vector<Sequence*> masked;
   for (size_t b = 0; b < members.size(); ++b)
-    if (samples[b] && members[b]->needs_mask()) masked.push_back(members[b]);
+    if (p.samples[b] && members[b]->needs_mask()) masked.push_back(members[b]);
   std::thread mask_thread;
   if (!masked.empty())
     mask_thread = std::thread([&masked] {
@@ -364,49 +619,28 @@ bool Engine::step() {
   // Sampling on the model's device (only tokens and logprobs come back) unless a grammar mask is
   // needed this step. Every batch entry gets a row; entries in mid-prompt sample nothing (a plain
   // greedy row, its result unused).
-  const bool on_device = opts_.device_sampling && model_->samples_on_device() && masked.empty();
-  static const SamplingParams kUnused{.temperature = 0.0f};
+  const bool on_device = device_sampling() && masked.empty();
+  std::vector<ModelInput> batch;
   std::vector<SampleRow> rows;
+  for (size_t b = 0; b < members.size(); ++b) {
+    Sequence& s = *members[b];
+    batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, p.tokens[b]), false});
+    if (on_device) rows.push_back(p.samples[b] ? s.next_row() : unused_row());
+  }
   std::vector<SampleResult> sampled;
-  if (on_device)
-    for (size_t b = 0; b < members.size(); ++b) rows.push_back(samples[b] ? members[b]->next_row() : SampleRow{.params = &kUnused});
   v4::ForwardOutput out;
   out.allow_lent_logits = true;
   const auto t0 = Clock::now();
   Status st = on_device ? model_->forward_sample(batch, rows, sampled) : model_->forward(batch, out);
   if (mask_thread.joinable()) mask_thread.join();
-  cost_.observe(static_cast<double>(plan.total), token_ctx, std::chrono::duration<double>(Clock::now() - t0).count());
-  if (!st.is_ok()) {
-    DI_LOG(Error, "forward failed: %s", st.to_string().c_str());
-    for (Sequence* s : members) fail(*s, st);
-    return false;
-  }
-  const int64_t V = info_.vocab_size;
-  for (size_t b = 0; b < members.size(); ++b) {
-    Sequence& s = *members[b];
-    s.computed += static_cast<int64_t>(batch[b].tokens.size());
-    if (opts_.prefix_cache_bytes > 0 && s.computed <= s.prompt_len && s.computed % prefix_.block_tokens() == 0 &&
-        !prefix_.contains(std::span<const int32_t>(s.tokens.data(), s.computed))) {
-      std::shared_ptr<const ModelState> snap(s.state->clone());
-      if (snap) {  // else no memory for a snapshot: a later lookup just misses
-        const int64_t bytes = static_cast<int64_t>(snap->bytes());
-        prefix_.insert(std::span<const int32_t>(s.tokens.data(), s.computed), std::move(snap), bytes);
-      }
-    }
-    if (s.computed < static_cast<int64_t>(s.tokens.size())) continue;  // prefill chunk, no token yet
-    if (!s.first_token_at) {
-      s.first_token_at = Clock::now();
-      prompt_tokens_total_ += s.prompt_len;
-    }
-    ++generation_tokens_total_;
-    const auto finish_reason = on_device ? s.accept(std::move(sampled[b]))
-                                         : s.append(out.rows().subspan(static_cast<size_t>(out.row_offsets[b] * V), V));
-    const int64_t new_bytes = estimate_bytes(s, 1);
-    state_bytes_ += new_bytes - s.state_bytes;
-    s.state_bytes = new_bytes;
-    if (finish_reason) finish(s, finish_reason->reason, finish_reason->stop_string);
-  }
-  std::erase_if(running_, [](const auto& s) { return s->finished; });
+  const auto t_done = Clock::now();
+  last_collect_ = t_done;
+  StepRecord r;
+  record_launch(p, r);
+  if (st.is_ok()) cost_.observe(static_cast<double>(p.total), p.token_ctx, std::chrono::duration<double>(t_done - t0).count());
+  complete(r, st, sampled, on_device ? nullptr : &out);
+  sweep();
+  if (!st.is_ok()) return false;
   // Growth that no longer fits is evicted now rather than at the next step, so the published
   // state_bytes_used (the reservations) never exceeds the capacity between steps.
   preempt_to_fit();
@@ -445,6 +679,23 @@ void Engine::publish_stats() {
 
 }  // namespace
 
+namespace {
+
+std::unique_ptr<EngineClient> engine_over(const EngineOptions& opts, std::unique_ptr<Backend> backend,
+                                          std::unique_ptr<Model> model, std::unique_ptr<tokenizer::Tokenizer> tok,
+                                          std::string name) {
+  ModelInfo info;
+  info.name = std::move(name);
+  info.vocab_size = model->info().vocab_size;
+  info.max_context = opts.max_context;
+  info.eos_token_id = static_cast<int32_t>(model->info().eos_token_id);
+  auto factory = std::make_unique<SequenceFactory>(std::move(tok), info.eos_token_id, info.max_context);
+  return std::unique_ptr<EngineClient>(
+      new Engine(opts, std::move(backend), std::move(model), std::move(factory), std::move(info)));
+}
+
+}  // namespace
+
 Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, const EngineOptions& opts) {
   DI_TRY(opts.validate());
   BackendConfig bc;
@@ -460,16 +711,19 @@ Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, 
   if (opts.load_tokenizer && std::filesystem::exists(tok_path)) {
     DI_ASSIGN_OR_RETURN(tok, tokenizer::Tokenizer::from_path(tok_path));
   }
-  ModelInfo info;
-  info.name = opts.served_model_name.empty() ? std::filesystem::path(model_dir).filename().string()
-                                             : opts.served_model_name;
-  if (info.name.empty()) info.name = std::filesystem::path(model_dir).parent_path().filename().string();
-  info.vocab_size = model->info().vocab_size;
-  info.max_context = opts.max_context;
-  info.eos_token_id = static_cast<int32_t>(model->info().eos_token_id);
-  auto factory = std::make_unique<SequenceFactory>(std::move(tok), info.eos_token_id, info.max_context);
-  return std::unique_ptr<EngineClient>(
-      new Engine(opts, std::move(backend), std::move(model), std::move(factory), std::move(info)));
+  std::string name = opts.served_model_name.empty() ? std::filesystem::path(model_dir).filename().string()
+                                                    : opts.served_model_name;
+  if (name.empty()) name = std::filesystem::path(model_dir).parent_path().filename().string();
+  return engine_over(opts, std::move(backend), std::move(model), std::move(tok), std::move(name));
+}
+
+Result<std::unique_ptr<EngineClient>> make_engine(std::unique_ptr<Model> model, const EngineOptions& opts) {
+  DI_TRY(opts.validate());
+  if (!model) return Status::invalid_argument("make_engine: no model");
+  if (opts.wrap_model) model = opts.wrap_model(std::move(model));
+  if (!model) return Status::invalid_argument("EngineOptions::wrap_model returned no model");
+  return engine_over(opts, nullptr, std::move(model), nullptr,
+                     opts.served_model_name.empty() ? "model" : opts.served_model_name);
 }
 
 }  // namespace deepinfer

@@ -29,11 +29,23 @@ struct EngineOptions {
   /// Sample on the model's device when it can (Model::samples_on_device) and no sequence of the
   /// step needs a grammar mask: only tokens and logprobs come back, not the logits.
   bool device_sampling = true;
+  /// Overlapped step loop: when every sequence of a step samples on the device (device_sampling,
+  /// no grammar mask, no penalties), step N+1 is planned and launched (Model::launch_sample)
+  /// before step N is collected, its decoding sequences fed step N's tokens on the device, so the
+  /// host's scheduling and post-processing overlap the device's work. Outputs are the same as
+  /// with it off; a sequence that finishes at step N (EOS, stop) computes one token more that is
+  /// discarded. Other steps run synchronously.
+  bool overlap = true;
   /// Optional decorator around the loaded model (tracing, metrics, tests); must forward to it.
   std::function<std::unique_ptr<Model>(std::unique_ptr<Model>)> wrap_model;
   Status validate() const;
 };
 
 Result<std::unique_ptr<EngineClient>> make_engine(const std::string& model_dir, const EngineOptions& opts);
+
+/// An engine over a model already loaded (a synthetic CUDA model in `deepinfer bench --engine`):
+/// no tokenizer (stop strings are refused), the served name from opts.served_model_name
+/// ("model" when empty); opts.device, threads, load_tokenizer are not used. wrap_model applies.
+Result<std::unique_ptr<EngineClient>> make_engine(std::unique_ptr<Model> model, const EngineOptions& opts);
 
 }  // namespace deepinfer

@@ -26,7 +26,7 @@ Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens,
 
 Sequence::~Sequence() = default;
 
-SampleRow Sequence::next_row() const {
+SampleRow Sequence::next_row(int64_t ahead) const {
   const SamplingParams& p = ctx->req.sampling;
   SampleRow row;
   row.params = &p;
@@ -34,8 +34,20 @@ SampleRow Sequence::next_row() const {
   row.output_tokens = std::span<const int32_t>(tokens.data() + prompt_len, tokens.size() - prompt_len);
   row.eos_token_ids = eos_ids_;
   row.rng = RngKey{*p.seed, static_cast<uint32_t>(sample_index)};
-  row.position = static_cast<int64_t>(tokens.size()) - prompt_len;
+  row.position = static_cast<int64_t>(tokens.size()) - prompt_len + ahead;
   return row;
+}
+
+bool Sequence::feedable() const {
+  const SamplingParams& p = ctx->req.sampling;
+  const bool penalties = p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  return !matcher_ && !penalties && generated() >= p.min_tokens;
+}
+
+bool Sequence::ends_by_length(int64_t g) const {
+  const SamplingParams& p = ctx->req.sampling;
+  if (g < p.min_tokens) return false;
+  return (p.max_tokens && g >= *p.max_tokens) || (max_tokens_ > 0 && g >= max_tokens_);
 }
 
 std::optional<FinishInfo> Sequence::append(std::span<const float> logits) {

@@ -52,8 +52,18 @@ class Sequence {
   std::optional<FinishInfo> append(std::span<const float> logits);
   /// The sampler's row for the next token, logits not set (parameters, token history, rng key,
   /// position): for a model that samples on its device (Model::forward_sample). Valid until the
-  /// sequence changes.
-  SampleRow next_row() const;
+  /// sequence changes. ahead > 0: the row of the token after `ahead` tokens not appended yet
+  /// (sampled by steps still in flight): its position counts them, its output_tokens do not, so
+  /// it is exact only when feedable().
+  SampleRow next_row(int64_t ahead = 0) const;
+  /// Whether the next token can be sampled before the latest one reaches the host: no grammar
+  /// (its mask follows every token), no repetition / presence / frequency penalty (they count
+  /// the output tokens), and min_tokens already reached (its EOS mask counts them).
+  bool feedable() const;
+  /// Whether the sample certainly finishes by length once it has `generated` tokens (max_tokens,
+  /// the context limit), whatever the tokens are.
+  bool ends_by_length(int64_t generated) const;
+  int64_t generated() const { return static_cast<int64_t>(tokens.size()) - prompt_len; }
   /// Appends and streams a token sampled from next_row() elsewhere; whether the sample finished.
   std::optional<FinishInfo> accept(SampleResult r);
   /// Structured outputs: computes the grammar mask for the next token from the matcher's current
@@ -74,6 +84,10 @@ class Sequence {
   int64_t state_bytes = 0;    // accounted against the engine's capacity
   bool finished = false;
   std::optional<std::chrono::steady_clock::time_point> first_token_at;
+  // Overlapped step loop (engine thread): tokens that launched, not yet collected steps will
+  // append (0..2), and the id of the latest launched step with this sequence (0: none).
+  int64_t unsampled = 0;
+  uint64_t last_step = 0;
 
  private:
   std::optional<FinishInfo> check_stop(int32_t token);

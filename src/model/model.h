@@ -57,12 +57,43 @@ class Model {
   /// last logits row; out[i] is what sample_row would return with that row: the same token, the
   /// logprobs within 1e-5 (the device sums in another fixed order). Every entry's all_logits
   /// must be false.
+  /// The default implementation (every model) runs forward() and sample_row() on the host, so it
+  /// returns exactly what the CPU sampler does; samples_on_device() says whether the model has a
+  /// faster one (only tokens and logprobs leave the device).
   virtual bool samples_on_device() const { return false; }
   virtual Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                                std::vector<SampleResult>& out) {
-    (void)batch, (void)rows, (void)out;
-    return Status::unsupported("this model samples on the host only");
-  }
+                                std::vector<SampleResult>& out);
+
+  /// Asynchronous forward_sample, for a step loop that prepares step N+1 while step N runs:
+  /// launch_sample() enqueues a step and returns; collect_sample() waits for the OLDEST launched
+  /// step not yet collected and gives its results (out[i] for batch entry i, as forward_sample).
+  /// Guarantees, for every implementation:
+  ///  * At most two steps are launched and not yet collected; a third launch is an error.
+  ///  * `feed` is empty or has one entry per batch entry: feed[i] >= 0 says that entry i's single
+  ///    input token (batch[i].tokens must have size 1; its value is ignored) is the token sampled
+  ///    for row feed[i] of the step launched just before this one, which must not be collected
+  ///    yet; -1: the entry's tokens as given.
+  ///  * A state's length() counts the tokens of every launched step from the moment
+  ///    launch_sample() returns (the CPU models run the forward inside launch; the CUDA model
+  ///    advances its states at launch), so the next step can be planned at once.
+  ///  * batch, rows and feed are read only during the call (the caller may free them after it),
+  ///    but the states must live, and must not be cloned, freed or used in forward(), until every
+  ///    launched step that uses them is collected.
+  ///  * Results equal forward_sample's with the fed tokens in place. A row's min_tokens and
+  ///    penalties see its output_tokens as passed: they do not include a fed token.
+  ///  * A failed launch leaves nothing new in flight (the steps launched before stay collectable);
+  ///    a failed collect still removes its step.
+  /// The default implementation keeps the results of at most two steps: launch runs
+  /// forward_sample synchronously (fed tokens taken from the previous step's results) and
+  /// collect returns the oldest results. So it needs no device and tests the callers on CPU.
+  virtual Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                               std::span<const int32_t> feed = {});
+  virtual Status collect_sample(std::vector<SampleResult>& out);
+  /// Steps launched and not yet collected (0..2).
+  virtual int pending_samples() const { return static_cast<int>(pending_.size()); }
+
+ private:
+  std::vector<std::vector<SampleResult>> pending_;  // the default launch/collect, oldest first
 };
 
 /// Reads dir/config.json's model_type and loads the matching model.
