@@ -556,12 +556,80 @@ __device__ void write_logprobs(const Row& r, float raw_max, int32_t token, int n
   }
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float* ws_all) {
+// ---- greedy rows without logprobs: the argmaxes of pass 1 over many blocks ----
+// A 129k-entry row read by one block took ~54 us (one SM's issue rate); greedy_partial_kernel
+// spreads each plain greedy row over kGreedyChunks blocks, and sample_kernel folds their results
+// in chunk order. Both argmaxes are order-free (larger value, then lower id), so the token is the
+// one pass 1 would pick.
+constexpr int kGreedyChunks = 64, kGreedyThreads = 256;
+struct GreedyPart {
+  ArgMax x, raw;  // over the chunk: processed values, raw values (the fallback)
+};
+__device__ __forceinline__ bool plain_greedy(const GpuSampleParams& p) {
+  return p.temperature < kGreedyT && p.want_logprobs == 0;
+}
+
+__global__ void __launch_bounds__(kGreedyThreads) greedy_partial_kernel(GpuSampleArgs a, GreedyPart* parts) {
+  detail::pdl_entry();
+  __shared__ ArgMax sx[kGreedyThreads / 32], sr[kGreedyThreads / 32];
+  const int row = blockIdx.x, chunk = blockIdx.y;
+  Row r;
+  r.p = a.params[row];
+  if (!plain_greedy(r.p)) return;  // block-uniform
+  r.vocab = a.vocab;
+  r.raw = a.logits + static_cast<int64_t>(row) * a.vocab;
+  r.bias = a.bias != nullptr ? a.bias + static_cast<int64_t>(row) * a.vocab : nullptr;
+  const bool pen = r.p.counts_row >= 0;
+  r.cnt = pen && a.counts != nullptr ? a.counts + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+  r.seen = pen && a.seen != nullptr ? a.seen + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+  const int per = (a.vocab + kGreedyChunks - 1) / kGreedyChunks;
+  const int i0 = chunk * per, i1 = min(a.vocab, i0 + per);
+  ArgMax am_x{neg_inf(), -1}, am_raw{neg_inf(), -1};
+  for (int i = i0 + threadIdx.x; i < i1; i += kGreedyThreads) {
+    const float v = r.raw[i];
+    if (!isnan(v) && v != neg_inf()) am_raw = better_of(am_raw, ArgMax{v, i});
+    const float x = processed(r, i, v);
+    if (x != neg_inf()) am_x = better_of(am_x, ArgMax{x, i});
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    am_x = better_of(am_x, ArgMax{__shfl_xor_sync(kFull, am_x.v, o), __shfl_xor_sync(kFull, am_x.id, o)});
+    am_raw = better_of(am_raw, ArgMax{__shfl_xor_sync(kFull, am_raw.v, o), __shfl_xor_sync(kFull, am_raw.id, o)});
+  }
+  if ((threadIdx.x & 31) == 0) sx[threadIdx.x >> 5] = am_x, sr[threadIdx.x >> 5] = am_raw;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kGreedyThreads / 32; ++w) am_x = better_of(sx[0], sx[w]), sx[0] = am_x;
+    for (int w = 1; w < kGreedyThreads / 32; ++w) am_raw = better_of(sr[0], sr[w]), sr[0] = am_raw;
+    parts[static_cast<int64_t>(row) * kGreedyChunks + chunk] = GreedyPart{sx[0], sr[0]};
+  }
+}
+
+__global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float* ws_all, const GreedyPart* parts) {
   detail::pdl_entry();
   __shared__ Scratch sc;
   const int row = blockIdx.x;
   Row r;
   r.p = a.params[row];
+  if (plain_greedy(r.p)) {  // block-uniform: fold the partial kernel's chunks (warp 0)
+    if (threadIdx.x >= 32) return;
+    ArgMax am_x{neg_inf(), -1}, am_raw{neg_inf(), -1};
+    for (int c = threadIdx.x; c < kGreedyChunks; c += 32) {
+      const GreedyPart g = parts[static_cast<int64_t>(row) * kGreedyChunks + c];
+      am_x = better_of(am_x, g.x);
+      am_raw = better_of(am_raw, g.raw);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      am_x = better_of(am_x, ArgMax{__shfl_xor_sync(kFull, am_x.v, o), __shfl_xor_sync(kFull, am_x.id, o)});
+      am_raw = better_of(am_raw, ArgMax{__shfl_xor_sync(kFull, am_raw.v, o), __shfl_xor_sync(kFull, am_raw.id, o)});
+    }
+    if (threadIdx.x == 0) {
+      a.token[row] = am_x.id >= 0 ? am_x.id : (am_raw.id >= 0 ? am_raw.id : 0);
+      if (a.logprob != nullptr) a.logprob[row] = 0.f;
+    }
+    return;
+  }
   r.vocab = a.vocab;
   r.raw = a.logits + static_cast<int64_t>(row) * a.vocab;
   r.bias = a.bias != nullptr ? a.bias + static_cast<int64_t>(row) * a.vocab : nullptr;
@@ -672,11 +740,17 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float
   }
 }
 
+// Workspace: the rows' shaped values [rows, vocab] fp32, then the greedy partials [rows, chunks].
+size_t greedy_parts_offset(int32_t rows, int32_t vocab) {
+  const size_t b = static_cast<size_t>(rows) * static_cast<size_t>(vocab) * sizeof(float);
+  return (b + 15) / 16 * 16;
+}
+
 }  // namespace
 
 size_t sample_workspace_bytes(int32_t rows, int32_t vocab) {
   if (rows <= 0 || vocab <= 0) return 0;
-  return static_cast<size_t>(rows) * static_cast<size_t>(vocab) * sizeof(float);
+  return greedy_parts_offset(rows, vocab) + static_cast<size_t>(rows) * kGreedyChunks * sizeof(GreedyPart);
 }
 
 bool sample_tokens(const GpuSampleArgs& a, void* workspace, void* stream) {
@@ -684,7 +758,10 @@ bool sample_tokens(const GpuSampleArgs& a, void* workspace, void* stream) {
   if (a.rows == 0) return true;
   if (a.logits == nullptr || a.params == nullptr || a.token == nullptr || workspace == nullptr)
     return fail("sample_tokens: null logits, params, token or workspace");
-  detail::launch_pdl(sample_kernel, a.rows, kThreads, 0, as_stream(stream), a, static_cast<float*>(workspace));
+  auto* parts = reinterpret_cast<GreedyPart*>(static_cast<uint8_t*>(workspace) + greedy_parts_offset(a.rows, a.vocab));
+  detail::launch_pdl(greedy_partial_kernel, dim3(a.rows, kGreedyChunks), kGreedyThreads, 0, as_stream(stream), a, parts);
+  if (!check_launch("greedy_partial_kernel")) return false;
+  detail::launch_pdl(sample_kernel, a.rows, kThreads, 0, as_stream(stream), a, static_cast<float*>(workspace), parts);
   return check_launch("sample_kernel");
 }
 
