@@ -8,7 +8,7 @@ namespace deepinfer::v4gpu {
 
 namespace {
 
-enum Slot : int { kParams, kBias, kCounts, kSeen, kWs, kToken, kLogprob, kTopIds, kTopLp };
+enum Buf : int { kParams, kWs, kToken, kLogprob, kTopIds, kTopLp };  // kParams: the whole input block
 constexpr int kTop = 20;  // the kernel's top-logprob columns
 
 bool has_penalties(const SamplingParams& p) {
@@ -83,34 +83,52 @@ Result<HostSampling> host_sampling(std::span<const SampleRow> rows, int64_t voca
   return s;
 }
 
-Status DeviceSampler::prepare(const HostSampling& s, std::span<const size_t> order) {
+namespace {
+
+size_t align16(size_t n) { return (n + 15) / 16 * 16; }
+
+}  // namespace
+
+Status DeviceSampler::prepare(int slot, const HostSampling& s, std::span<const size_t> order, void* stream) {
+  if (slot < 0 || slot >= kSlots) return Status::internal("device sampling: bad slot");
+  Slot& S = slots_[slot];
   const size_t rows = s.params.size(), V = static_cast<size_t>(s.vocab);
   if (order.size() != rows) return Status::internal("device sampling: order and rows differ in length");
-  s_ = &s;
-  order_.assign(order.begin(), order.end());
-  args_ = {};
+  S.order.assign(order.begin(), order.end());
+  S.device_row.assign(rows, -1);
+  for (size_t i = 0; i < rows; ++i) S.device_row[order[i]] = static_cast<int32_t>(i);
+  S.top = s.top;
+  S.logprobs = s.logprobs;
+  S.vocab = s.vocab;
+  S.any_top = false;
+  for (int32_t t : s.top) S.any_top |= t > 0;
+  S.args = {};
   if (rows == 0) return Status::ok();
-  auto get = [&](int slot, size_t bytes) { return scratch_.get(slot, std::max<size_t>(bytes, 16)); };
-  // Device row i is the caller's row order[i]: parameters and bias rows in that order.
-  std::vector<cuda::GpuSampleParams> params(rows);
-  for (size_t i = 0; i < rows; ++i) params[i] = s.params[order[i]];
-  DI_ASSIGN_OR_RETURN(void* dparams, get(kParams, rows * sizeof(cuda::GpuSampleParams)));
-  DI_CUDA_TRY(cuda::copy_to_device(dparams, params.data(), rows * sizeof(cuda::GpuSampleParams)));
-  cuda::GpuSampleArgs& a = args_;
-  a.params = static_cast<const cuda::GpuSampleParams*>(dparams);
+  // One input block: parameters, then bias rows, counts and seen flags (when present), each
+  // 16-byte aligned; device row i is the caller's row order[i].
+  const size_t params_off = 0, bias_off = align16(params_off + rows * sizeof(cuda::GpuSampleParams));
+  const size_t counts_off = align16(bias_off + (s.bias.empty() ? 0 : rows * V * 4));
+  const size_t seen_off = align16(counts_off + s.counts.size() * 4);
+  const size_t bytes = align16(seen_off + s.seen.size());
+  DI_ASSIGN_OR_RETURN(void* hin, S.staging_in.get(bytes));
+  auto* h = static_cast<uint8_t*>(hin);
+  auto* hp = reinterpret_cast<cuda::GpuSampleParams*>(h + params_off);
+  for (size_t i = 0; i < rows; ++i) hp[i] = s.params[order[i]];
+  if (!s.bias.empty())
+    for (size_t i = 0; i < rows; ++i) std::memcpy(h + bias_off + i * V * 4, s.bias.data() + order[i] * V, V * 4);
+  if (!s.counts.empty()) std::memcpy(h + counts_off, s.counts.data(), s.counts.size() * 4);
+  if (!s.seen.empty()) std::memcpy(h + seen_off, s.seen.data(), s.seen.size());
+  auto get = [&](int id, size_t n) { return S.scratch.get(id, std::max<size_t>(n, 16)); };
+  DI_ASSIGN_OR_RETURN(void* din, get(kParams, bytes));
+  DI_CUDA_TRY(cuda::copy_to_device_async(din, hin, bytes, stream));
+  auto* d = static_cast<uint8_t*>(din);
+  cuda::GpuSampleArgs& a = S.args;
+  a.params = reinterpret_cast<const cuda::GpuSampleParams*>(d + params_off);
   a.rows = static_cast<int32_t>(rows), a.vocab = static_cast<int32_t>(V);
-  if (!s.bias.empty()) {
-    DI_ASSIGN_OR_RETURN(void* dbias, get(kBias, rows * V * 4));
-    for (size_t i = 0; i < rows; ++i)
-      DI_CUDA_TRY(cuda::copy_to_device(static_cast<float*>(dbias) + i * V, s.bias.data() + order[i] * V, V * 4));
-    a.bias = static_cast<const float*>(dbias);
-  }
+  if (!s.bias.empty()) a.bias = reinterpret_cast<const float*>(d + bias_off);
   if (!s.counts.empty()) {
-    DI_ASSIGN_OR_RETURN(void* dc, get(kCounts, s.counts.size() * 4));
-    DI_ASSIGN_OR_RETURN(void* ds, get(kSeen, s.seen.size()));
-    DI_CUDA_TRY(cuda::copy_to_device(dc, s.counts.data(), s.counts.size() * 4));
-    DI_CUDA_TRY(cuda::copy_to_device(ds, s.seen.data(), s.seen.size()));
-    a.counts = static_cast<const int32_t*>(dc), a.seen = static_cast<const uint8_t*>(ds);
+    a.counts = reinterpret_cast<const int32_t*>(d + counts_off);
+    a.seen = reinterpret_cast<const uint8_t*>(d + seen_off);
   }
   DI_ASSIGN_OR_RETURN(void* tok, get(kToken, rows * 4));
   DI_ASSIGN_OR_RETURN(void* lp, get(kLogprob, rows * 4));
@@ -121,42 +139,51 @@ Status DeviceSampler::prepare(const HostSampling& s, std::span<const size_t> ord
   return Status::ok();
 }
 
-Status DeviceSampler::sample(const float* logits, void* stream, std::vector<SampleResult>& out) {
-  if (!s_) return Status::internal("device sampling: sample() without prepare()");
-  const HostSampling& s = *s_;
-  const size_t rows = s.params.size();
-  const std::vector<size_t>& order = order_;
-  cuda::GpuSampleArgs a = args_;
-  a.logits = logits;
-  out.assign(rows, {});
-  s_ = nullptr;
+Status DeviceSampler::launch(int slot, const float* logits, void* stream) {
+  if (slot < 0 || slot >= kSlots) return Status::internal("device sampling: bad slot");
+  Slot& S = slots_[slot];
+  const size_t rows = S.order.size();
+  S.host_out = nullptr;
   if (rows == 0) return Status::ok();
-  auto get = [&](int slot, size_t bytes) { return scratch_.get(slot, std::max<size_t>(bytes, 16)); };
-  DI_ASSIGN_OR_RETURN(void* ws, get(kWs, cuda::sample_workspace_bytes(a.rows, a.vocab)));
+  cuda::GpuSampleArgs a = S.args;
+  a.logits = logits;
+  DI_ASSIGN_OR_RETURN(void* ws, shared_.get(kWs, std::max<size_t>(cuda::sample_workspace_bytes(a.rows, a.vocab), 16)));
   DI_CUDA_TRY(cuda::sample_tokens(a, ws, stream));
   // Results: tokens and logprobs always, the top columns only when some row wants them.
-  bool any_top = false;
-  for (int32_t t : s.top) any_top |= t > 0;
-  const size_t small = rows * 8, top = any_top ? rows * kTop * 8 : 0;
-  DI_ASSIGN_OR_RETURN(void* host, staging_.get(small + top));
+  const size_t small = rows * 8, top = S.any_top ? rows * kTop * 8 : 0;
+  DI_ASSIGN_OR_RETURN(void* host, S.staging_out.get(small + top));
+  S.host_out = host;
   auto* h_tok = static_cast<int32_t*>(host);
   auto* h_lp = reinterpret_cast<float*>(h_tok + rows);
   auto* h_tid = reinterpret_cast<int32_t*>(h_lp + rows);
   auto* h_tlp = reinterpret_cast<float*>(h_tid + rows * kTop);
   DI_CUDA_TRY(cuda::copy_to_host_async(h_tok, a.token, rows * 4, stream));
   DI_CUDA_TRY(cuda::copy_to_host_async(h_lp, a.logprob, rows * 4, stream));
-  if (any_top) {
+  if (S.any_top) {
     DI_CUDA_TRY(cuda::copy_to_host_async(h_tid, a.top_ids, rows * kTop * 4, stream));
     DI_CUDA_TRY(cuda::copy_to_host_async(h_tlp, a.top_logprobs, rows * kTop * 4, stream));
   }
-  DI_CUDA_TRY(cuda::stream_synchronize(stream));
+  return Status::ok();
+}
+
+Status DeviceSampler::results(int slot, std::vector<SampleResult>& out) const {
+  if (slot < 0 || slot >= kSlots) return Status::internal("device sampling: bad slot");
+  const Slot& S = slots_[slot];
+  const size_t rows = S.order.size();
+  out.assign(rows, {});
+  if (rows == 0) return Status::ok();
+  if (!S.host_out) return Status::internal("device sampling: results() without launch()");
+  const auto* h_tok = static_cast<const int32_t*>(S.host_out);
+  const auto* h_lp = reinterpret_cast<const float*>(h_tok + rows);
+  const auto* h_tid = reinterpret_cast<const int32_t*>(h_lp + rows);
+  const auto* h_tlp = reinterpret_cast<const float*>(h_tid + rows * kTop);
   for (size_t i = 0; i < rows; ++i) {
-    const size_t r = order[i];
+    const size_t r = S.order[i];
     SampleResult& o = out[r];
     o.token = h_tok[i];
-    if (o.token < 0 || o.token >= s.vocab) return Status::internal("device sampling returned token " + std::to_string(o.token));
-    o.logprob = s.logprobs[r] ? h_lp[i] : 0.0f;
-    for (int32_t j = 0; j < s.top[r]; ++j)
+    if (o.token < 0 || o.token >= S.vocab) return Status::internal("device sampling returned token " + std::to_string(o.token));
+    o.logprob = S.logprobs[r] ? h_lp[i] : 0.0f;
+    for (int32_t j = 0; j < S.top[r]; ++j)
       o.top_logprobs.emplace_back(h_tid[i * kTop + static_cast<size_t>(j)], h_tlp[i * kTop + static_cast<size_t>(j)]);
   }
   return Status::ok();

@@ -9,6 +9,7 @@
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/v4_ops.h"
 #include "backend/cuda/model_ops.h"
+#include "backend/cuda/token_feed.h"
 #include "core/log.h"
 
 namespace deepinfer::v4gpu {
@@ -607,6 +608,8 @@ Status Forward::alloc_acts(Acts& a) {
 }
 
 Forward::~Forward() {
+  if (stream_) dc::stream_synchronize(stream_);  // steps launched and never collected
+  for (StepSlot& s : slots_) dc::event_destroy(s.fwd_begin), dc::event_destroy(s.fwd_end), dc::event_destroy(s.done);
   drop_graphs();
   for (int i = 0; i < kWoLanes; ++i) dc::stream_destroy(side_[i]), dc::event_destroy(join_ev_[i]);
   dc::event_destroy(fork_ev_);
@@ -661,11 +664,36 @@ struct Forward::Launched {
   std::vector<size_t> order;
   std::vector<SeqRun> runs;
   bool replayed = false;
+  int slot = 0;
   Clock::time_point t_begin, t_launch;
 };
 
-Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
+// A sampled step launched and not yet collected.
+struct Forward::Pending {
+  Launched L;
+};
+
+Forward::Forward(const v4::V4Config& c, const GpuWeights& w) : c_(c), w_(w) {}
+
+int Forward::pending() const { return static_cast<int>(pending_.size()); }
+
+Status Forward::ensure_slots() {
   DI_TRY(ensure_stream());
+  for (StepSlot& s : slots_) {
+    if (s.done) continue;
+    s.fwd_begin = dc::timed_event_create();
+    s.fwd_end = dc::timed_event_create();
+    s.done = dc::timed_event_create();
+    if (!s.fwd_begin || !s.fwd_end || !s.done) return device_error("timed_event_create");
+  }
+  return Status::ok();
+}
+
+Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
+                       std::span<const std::pair<size_t, int32_t>> feed, const int32_t* prev_tokens) {
+  DI_TRY(ensure_slots());
+  L.slot = slot;
+  StepSlot& S = slots_[slot];
   L.t_begin = Clock::now();
   DI_TRY(mark(nullptr));
   const int64_t W = c_.window;
@@ -724,9 +752,34 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
   }
   DecodeInputs din;
   if (a.Nd > 0) DI_TRY(din.plan(std::span<const SeqRun>(runs).first(static_cast<size_t>(a.Nd)), c_, pack));
+  // The fed entries' (ids row, previous step's device token row) pairs, last: the offsets above
+  // (which a decode graph has captured) do not depend on them.
+  size_t feed_off = 0;
+  if (!feed.empty()) {
+    std::vector<size_t> row_of(batch.size());  // the batch entry's first ids row
+    {
+      int64_t row = 0;
+      for (size_t i = 0; i < L.order.size(); ++i) {
+        row_of[L.order[i]] = static_cast<size_t>(row);
+        row += static_cast<int64_t>(batch[L.order[i]].tokens.size());
+      }
+    }
+    feed_off = pack.fill<int32_t>(feed.size() * 2, [&](int64_t k) {
+      const auto& f = feed[static_cast<size_t>(k / 2)];
+      return k % 2 == 0 ? static_cast<int32_t>(row_of[f.first]) : f.second;
+    });
+  }
   const auto t_packed = Clock::now();
   DI_ASSIGN_OR_RETURN(uint8_t* dev, buf<uint8_t>(kInputs, static_cast<int64_t>(pack.size())));
-  DI_CUDA_TRY(dc::copy_to_device(dev, pack.data(), pack.size()));
+  // Through the slot's pinned copy, asynchronously on the stream (behind the step before, which
+  // used the other slot's copy; the device buffer is rewritten only after that step read it).
+  DI_ASSIGN_OR_RETURN(void* pinned, S.pack.get(pack.size()));
+  std::memcpy(pinned, pack.data(), pack.size());
+  DI_CUDA_TRY(dc::copy_to_device_async(dev, pinned, pack.size(), stream_));
+  if (!feed.empty())
+    DI_CUDA_TRY(dc::feed_tokens(reinterpret_cast<int32_t*>(dev + ids_off), prev_tokens,
+                                reinterpret_cast<const int32_t*>(dev + feed_off), static_cast<int32_t>(feed.size()),
+                                stream_));
   const auto t_uploaded = Clock::now();
   a.ids = reinterpret_cast<int32_t*>(dev + ids_off);
   a.pos = reinterpret_cast<int32_t*>(dev + pos_off);
@@ -774,6 +827,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
   add_part("host: inputs uploaded", secs(t_packed, t_uploaded));
   add_part("host: activations, graph lookup / capture", secs(t_uploaded, L.t_launch));
   L.replayed = it != graphs_.end();
+  DI_CUDA_TRY(dc::event_record(S.fwd_begin, stream_));
   if (it != graphs_.end()) {
     DI_CUDA_TRY(dc::graph_launch(it->second, stream_));
     ++graph_replays_;
@@ -781,36 +835,75 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L) {
     DI_TRY(body(runs, idx, dec, a));
     if (graph) ++seen_[key];
   }
+  DI_CUDA_TRY(dc::event_record(S.fwd_end, stream_));
+  // Launched: the next step is planned from the advanced lengths (positions, context bucket).
+  for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
   return Status::ok();
 }
 
+// host_s: the host's preparation; device_s: the forward on the device (the slot's event pair);
+// logits_s: the rest of the wait from the launch to the results on the host (sampling or the
+// logits' copy, launch gaps; in an overlapped loop also the wait for the step before).
 void Forward::finish(const Launched& L, Clock::time_point t_done) {
-  for (const SeqRun& r : L.runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
+  const StepSlot& S = slots_[L.slot];
+  float ms = 0;
+  const double device = dc::event_elapsed_ms(S.fwd_begin, S.fwd_end, &ms) ? ms * 1e-3 : 0.0;
   ++times_.steps;
   times_.graph_steps += L.replayed ? 1 : 0;
   times_.host_s += secs(L.t_begin, L.t_launch);
-  times_.device_s += secs(L.t_launch, t_done);
-  times_.logits_s += secs(t_done, Clock::now());
+  times_.device_s += device;
+  times_.logits_s += std::max(0.0, secs(L.t_launch, t_done) - device);
 }
 
-Status Forward::run_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::vector<SampleResult>& out) {
+Status Forward::launch_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::span<const int32_t> feed) {
   for (const SeqRun& r : batch)
     if (r.all_logits) return Status::invalid_argument("device sampling takes the last logits row of each sequence only");
   if (s.params.size() != batch.size()) return Status::invalid_argument("device sampling needs one row per sequence");
-  DI_TRY(sampler_.prepare(s, processing_order(batch)));
-  Launched L;
-  DI_TRY(launch(batch, L));
-  DI_CUDA_TRY(dc::stream_synchronize(stream_));
+  if (pending_.size() >= 2) return Status::internal("two sampled steps are already in flight; collect one first");
+  if (!feed.empty() && feed.size() != batch.size())
+    return Status::invalid_argument("feed needs one entry per batch entry (or none)");
+  // The fed entries: (batch entry, the previous step's device token row).
+  std::vector<std::pair<size_t, int32_t>> fed;
+  const int prev = pending_.empty() ? -1 : pending_.back().L.slot;
+  for (size_t i = 0; i < feed.size(); ++i) {
+    if (feed[i] < 0) continue;
+    if (prev < 0) return Status::invalid_argument("a fed entry but no sampled step in flight");
+    if (batch[i].tokens.size() != 1) return Status::invalid_argument("a fed entry must have one token");
+    if (static_cast<size_t>(feed[i]) >= sampler_.rows(prev))
+      return Status::invalid_argument("feed row " + std::to_string(feed[i]) + " is outside the previous step");
+    fed.emplace_back(i, sampler_.device_row(prev, static_cast<size_t>(feed[i])));
+  }
+  DI_TRY(ensure_slots());
+  const int slot = next_slot_;
+  if (!pending_.empty() && pending_.front().L.slot == slot) return Status::internal("step slots out of turn");
+  Pending p;
+  DI_TRY(sampler_.prepare(slot, s, processing_order(batch), stream_));
+  DI_TRY(launch(batch, p.L, slot, fed, prev >= 0 ? sampler_.device_tokens(prev) : nullptr));
+  DI_TRY(sampler_.launch(slot, p.L.a.logits, stream_));  // rows in processing order: one per sequence
+  DI_CUDA_TRY(dc::event_record(slots_[slot].done, stream_));
+  next_slot_ = 1 - slot;
+  pending_.push_back(std::move(p));
+  return Status::ok();
+}
+
+Status Forward::collect_sampled(std::vector<SampleResult>& out) {
+  if (pending_.empty()) return Status::internal("no sampled step in flight");
+  Pending p = std::move(pending_.front());
+  pending_.erase(pending_.begin());
+  DI_CUDA_TRY(dc::event_synchronize(slots_[p.L.slot].done));
   const auto t_done = Clock::now();
-  DI_TRY(sampler_.sample(L.a.logits, stream_, out));  // rows in processing order: one per sequence
-  finish(L, t_done);
+  DI_TRY(sampler_.results(p.L.slot, out));
+  finish(p.L, t_done);
   return Status::ok();
 }
 
 Status Forward::run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets,
                     std::span<const float>* lent) {
+  if (!pending_.empty()) return Status::internal("a sampled step is still in flight; collect it first");
   Launched L;
-  DI_TRY(launch(batch, L));
+  const int slot = next_slot_;
+  next_slot_ = 1 - slot;
+  DI_TRY(launch(batch, L, slot));
   const Acts& a = L.a;
   const std::vector<size_t>& order = L.order;
   const std::vector<SeqRun>& runs = L.runs;

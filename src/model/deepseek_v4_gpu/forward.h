@@ -31,7 +31,7 @@ namespace deepinfer::v4gpu {
 
 class Forward {
  public:
-  Forward(const v4::V4Config& c, const GpuWeights& w) : c_(c), w_(w) {}
+  Forward(const v4::V4Config& c, const GpuWeights& w);
   ~Forward();
   Forward(const Forward&) = delete;
   Forward& operator=(const Forward&) = delete;
@@ -40,10 +40,20 @@ class Forward {
   /// buffer, *lent pointing at them (valid until the next run) and `logits` empty.
   Status run(std::span<const SeqRun> batch, std::vector<float>& logits, std::vector<int64_t>& row_offsets,
              std::span<const float>* lent = nullptr);
-  /// Runs the batch (every entry's last logits row only) and samples each sequence's next token
-  /// on the device (s: one row per batch entry, in the batch's order); out[i] is batch entry i's.
-  /// Only tokens and logprobs come back to the host.
-  Status run_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::vector<SampleResult>& out);
+  /// Launches the batch (every entry's last logits row only) and the sampling of each sequence's
+  /// next token on the device (s: one row per batch entry, in the batch's order), without
+  /// waiting: host packing, uploads (pinned, asynchronous), graph replay or eager launches, the
+  /// sampling kernel and the asynchronous copy of the tokens all go on the stream behind the step
+  /// before. feed[i] >= 0 (feed empty or one per entry): entry i's one token is the token the
+  /// previous launched step (not yet collected) sampled for its row feed[i], gathered on the
+  /// device into the input ids before the embedding reads them. The states advance at launch.
+  /// At most two steps in flight; host buffers alternate between two slots, so the host never
+  /// writes one that a step in flight still reads or writes.
+  Status launch_sampled(std::span<const SeqRun> batch, const HostSampling& s, std::span<const int32_t> feed);
+  /// Waits for the oldest launched step's tokens (its own event, not the stream: the next step
+  /// keeps running) and returns them (out[i]: batch entry i's).
+  Status collect_sampled(std::vector<SampleResult>& out);
+  int pending() const;
   size_t workspace_bytes() const { return scratch_.bytes(); }
   /// Decode graphs on (default) or off (every step eager; for tests and profiling).
   void set_graphs(bool on);
@@ -60,10 +70,16 @@ class Forward {
   struct Launched;
   /// Batch indices in processing order: the decoding sequences first, then the prefill chunks.
   static std::vector<size_t> processing_order(std::span<const SeqRun> batch);
-  /// Uploads the inputs and launches the forward (or replays its graph) without waiting for it.
-  Status launch(std::span<const SeqRun> batch, Launched& L);
-  /// After the stream is done: advances the states, adds the step's times.
+  /// Uploads the inputs (from slot `slot`'s pinned pack), feeds the fed entries' tokens from the
+  /// previous step's sampled tokens (`feed`: (ids row, device token row) pairs of prev_tokens),
+  /// and launches the forward (or replays its graph) without waiting for it; records the slot's
+  /// forward events around it and advances the states.
+  Status launch(std::span<const SeqRun> batch, Launched& L, int slot,
+                std::span<const std::pair<size_t, int32_t>> feed = {}, const int32_t* prev_tokens = nullptr);
+  /// After the stream is done: adds the step's times (the host's, the device's from the slot's
+  /// events, and the rest of the wait for the results).
   void finish(const Launched& L, std::chrono::steady_clock::time_point t_done);
+  Status ensure_slots();
   Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
   // `lane`: -1 the main stream, 0..kWoLanes-1 a side stream (with its own GEMM workspaces).
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
@@ -129,7 +145,16 @@ class Forward {
   int64_t graph_replays_ = 0, graphs_captured_ = 0;
   StepTimes times_;
   PinnedBuffer pinned_logits_;  // the lent logits
-  DeviceSampler sampler_;       // run_sampled
+  DeviceSampler sampler_;       // launch_sampled
+  // Host buffers and events of a step, in two slots that alternate between steps.
+  struct StepSlot {
+    PinnedBuffer pack;  // the inputs' pinned copy, uploaded asynchronously
+    void *fwd_begin = nullptr, *fwd_end = nullptr, *done = nullptr;  // timed events
+  };
+  StepSlot slots_[DeviceSampler::kSlots];
+  int next_slot_ = 0;
+  struct Pending;
+  std::vector<Pending> pending_;  // launched sampled steps not yet collected, oldest first
   CudaTuning tuning_;
   double last_mark_s_ = 0;  // steady-clock seconds of the last mark()
   std::set<std::tuple<int64_t, int64_t, int64_t>> lt_missing_;  // (M, N, K) cuBLASLt has no FP8 plan for

@@ -123,10 +123,21 @@ Status V4GpuModel::forward(std::span<const ModelInput> batch, v4::ForwardOutput&
 
 Status V4GpuModel::forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
                                   std::vector<SampleResult>& out) {
+  if (fwd_->pending() > 0) return Status::internal("forward_sample while a launched step is not collected");
+  DI_TRY(launch_sample(batch, rows));
+  return collect_sample(out);
+}
+
+Status V4GpuModel::launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                                 std::span<const int32_t> feed) {
   DI_ASSIGN_OR_RETURN(std::vector<SeqRun> runs, runs_of(batch));
   if (rows.size() != runs.size()) return Status::invalid_argument("forward_sample needs one sampling row per sequence");
   DI_ASSIGN_OR_RETURN(HostSampling s, host_sampling(rows, cfg_.vocab_size));
-  return fwd_->run_sampled(runs, s, out);
+  return fwd_->launch_sampled(runs, s, feed);
 }
+
+Status V4GpuModel::collect_sample(std::vector<SampleResult>& out) { return fwd_->collect_sampled(out); }
+
+int V4GpuModel::pending_samples() const { return fwd_->pending(); }
 
 }  // namespace deepinfer::v4gpu

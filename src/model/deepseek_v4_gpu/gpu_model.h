@@ -46,8 +46,15 @@ class V4GpuModel final : public Model {
   std::unique_ptr<ModelState> new_state() const override;
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override;
   bool samples_on_device() const override { return true; }
+  /// launch_sample + collect_sample; an error while a launched step is not collected.
   Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
                         std::vector<SampleResult>& out) override;
+  /// Asynchronous (Forward::launch_sampled): returns once the step is queued on the model's
+  /// stream; fed tokens are gathered on the device.
+  Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                       std::span<const int32_t> feed = {}) override;
+  Status collect_sample(std::vector<SampleResult>& out) override;
+  int pending_samples() const override;
 
   const v4::V4Config& config() const { return cfg_; }
   size_t weight_bytes() const { return w_.bytes; }
