@@ -158,4 +158,33 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
 std::unique_ptr<Model> model_view(v4::V4Model& m) { return std::make_unique<V4Adapter>(&m, nullptr, info_of(m)); }
 std::unique_ptr<Model> model_view(v41::V41Model& m) { return std::make_unique<V41Adapter>(&m, nullptr, info_of(m)); }
 
+namespace {
+
+class ModelRef final : public Model {
+ public:
+  explicit ModelRef(Model& m) : m_(m) {}
+  const ModelSpec& info() const override { return m_.info(); }
+  std::unique_ptr<ModelState> new_state() const override { return m_.new_state(); }
+  Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override { return m_.forward(batch, out); }
+  void prefetch(std::span<const ModelInput> upcoming) override { m_.prefetch(upcoming); }
+  bool samples_on_device() const override { return m_.samples_on_device(); }
+  Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                        std::vector<SampleResult>& out) override {
+    return m_.forward_sample(batch, rows, out);
+  }
+  Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                       std::span<const int32_t> feed) override {
+    return m_.launch_sample(batch, rows, feed);
+  }
+  Status collect_sample(std::vector<SampleResult>& out) override { return m_.collect_sample(out); }
+  int pending_samples() const override { return m_.pending_samples(); }
+
+ private:
+  Model& m_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> model_view(Model& m) { return std::make_unique<ModelRef>(m); }
+
 }  // namespace deepinfer

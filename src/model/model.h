@@ -101,5 +101,8 @@ Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backe
 /// Non-owning views of a loaded model (the model must outlive them).
 std::unique_ptr<Model> model_view(v4::V4Model& m);
 std::unique_ptr<Model> model_view(v41::V41Model& m);
+/// A non-owning view of any Model (every call forwarded, the asynchronous ones included), e.g. to
+/// run several engines one after another over one loaded model.
+std::unique_ptr<Model> model_view(Model& m);
 
 }  // namespace deepinfer

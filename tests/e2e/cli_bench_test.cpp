@@ -3,7 +3,7 @@
 // the CPU or out of range are usage errors (exit
 // code 2, a message on stderr naming the problem), checked before any device is touched, so they
 // hold on machines without a GPU. One well-formed CPU run first, so a binary that always fails
-// can't pass.
+// can't pass; one CPU run of the engine mode (--engine).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -45,6 +45,20 @@ TEST_F(CliBench, CpuCheckpointRuns) {
   const CliRun r = bench(tiny() + " --prompt-len 4 --gen-len 2 --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("decode"), std::string::npos) << r.out;
+}
+
+// --engine: the serving engine's steady decode rate, overlap on and off, printed and in --json.
+TEST_F(CliBench, CpuEngineModeReportsBothRates) {
+  const std::string json = dir_.path + "/bench.json";
+  const CliRun r = bench(tiny() + " --prompt-len 4 --gen-len 4 --batch 2 --threads 1 --engine --json '" + json + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("engine"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("with overlap"), std::string::npos) << r.out;
+  const std::string j = read_file(json);
+  for (const char* field : {"\"engine_decode_tokens_per_s\"", "\"engine_decode_tokens_per_s_no_overlap\"",
+                            "\"engine_overlap_applies\"", "\"no_overlap\""})
+    EXPECT_NE(j.find(field), std::string::npos) << field << " not in " << j;
+  expect_usage_error(tiny() + " --engine --gen-len 1", "--gen-len >= 2");
 }
 
 TEST_F(CliBench, SyntheticNeedsDeviceCuda) {

@@ -16,10 +16,12 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "backend/registry.h"
+#include "bench_engine.h"
 #include "commands.h"
 #include "device_flag.h"
 #include "model/deepseek_v4/flash_config.h"
@@ -60,6 +62,7 @@ struct BenchArgs {
   std::string device = "cpu";
   CudaTuning tuning;  // --moe-group-rows, --profile
   bool host_sampling = false;  // cuda: decode logits to the host (else greedy sampling on the device)
+  bool engine = false;         // also the serving engine's decode rate, overlap on and off
 };
 
 int usage_error(const std::string& msg) {
@@ -70,6 +73,7 @@ int usage_error(const std::string& msg) {
 int run_bench(const BenchArgs& a) {
   if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
+  if (a.engine && a.gen_len < 2) return usage_error("--engine needs --gen-len >= 2");
   const int gr = a.tuning.moe_group_rows;
   if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
   if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
@@ -221,6 +225,13 @@ int run_bench(const BenchArgs& a) {
     auto t = cuda_step_times(m, false);
     if (t.is_ok()) parts = *t;
   }
+  // --engine: the same batch through the serving engine (after the model's own timings were read).
+  std::optional<EngineBenchResult> eng;
+  if (a.engine) {
+    auto r = bench_engine(m, {a.batch, a.prompt_len, a.gen_len, a.device, warm});
+    if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: engine bench: %s\n", r.status().to_string().c_str()), 1;
+    eng = *r;
+  }
   const double floor_ms = bw > 0 ? floor_bytes / (bw * 1e9) * 1e3 : 0.0;
   std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", model_name.c_str(),
               a.device.c_str(), (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len,
@@ -246,6 +257,12 @@ int run_bench(const BenchArgs& a) {
                 parts.host_s * per, parts.device_s * per, sampling_part.c_str(), parts.logits_s * per,
                 (long long)parts.graph_steps, (long long)parts.steps, (long long)parts.captures,
                 (long long)parts.graph_drops);
+  if (eng)
+    std::printf("engine   %10.1f tokens/s decode with overlap, %.1f tokens/s without (%.2fx); steady state after "
+                "every first token, %lld and %lld tokens\n",
+                eng->overlap.decode_tokens_per_s, eng->sync.decode_tokens_per_s,
+                eng->sync.decode_tokens_per_s > 0 ? eng->overlap.decode_tokens_per_s / eng->sync.decode_tokens_per_s : 0.0,
+                (long long)eng->overlap.decode_tokens, (long long)eng->sync.decode_tokens);
   nlohmann::json profile = nlohmann::json::array();
   if (!parts.parts_s.empty()) {
     double sum = 0;
@@ -292,6 +309,16 @@ int run_bench(const BenchArgs& a) {
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
+    if (eng) {
+      auto run_json = [](const EngineBenchRun& r) {
+        return nlohmann::json{{"decode_tokens_per_s", r.decode_tokens_per_s}, {"decode_s", r.decode_s},
+                              {"decode_tokens", r.decode_tokens}, {"total_s", r.total_s}};
+      };
+      j["engine_decode_tokens_per_s"] = eng->overlap.decode_tokens_per_s;
+      j["engine_decode_tokens_per_s_no_overlap"] = eng->sync.decode_tokens_per_s;
+      j["engine_overlap_applies"] = m.samples_on_device();  // else both runs are synchronous
+      j["engine"] = {{"overlap", run_json(eng->overlap)}, {"no_overlap", run_json(eng->sync)}};
+    }
     if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
                                      {"seed", a.seed}};
     if (!cpu) j["decode_floor_parts"] = {{"dense_bytes", db.dense}, {"expert_bytes", db.experts},
@@ -342,6 +369,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,
               "--device cuda: device time of the decode steps by part (steps run eagerly, synchronised per part)");
+  b->add_flag("--engine", a->engine,
+              "also decode --batch requests of --prompt-len random tokens and --gen-len tokens each through the "
+              "serving engine, with the overlapped step loop on and off (steady-state decode tokens/s)");
   b->add_option("--json", a->json_out, "write the results as JSON to this file");
   reg.add(b, [a] { return run_bench(*a); });
 

@@ -43,6 +43,7 @@ struct GenArgs {
   bool progress = true;
   double target_step_ms = 0;  // offline: throughput, no latency target by default
   int gpus = 1;
+  bool overlap = true;  // --no-overlap
 };
 
 int fail(const std::string& msg) {
@@ -163,6 +164,7 @@ int run_generate(const GenArgs& a) {
   EngineOptions eo;
   eo.threads = a.threads;
   eo.device = a.device;
+  eo.overlap = a.overlap;
   eo.sched.max_running = a.max_running;
   eo.sched.max_waiting = std::max<int64_t>(4096, a.concurrency * 128);
   eo.sched.target_step_ms = a.target_step_ms;
@@ -273,6 +275,8 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
       ->required();
   gen->add_option("--threads", a->threads, "CPU threads for the model (0: all)");
   add_device_option(gen, a->device);
+  gen->add_flag("!--no-overlap", a->overlap,
+                "synchronous engine steps (default: step N+1 is launched before step N's tokens are collected)");
   gen->add_option("--concurrency", a->concurrency, "requests in flight");
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");

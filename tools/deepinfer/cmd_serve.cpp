@@ -24,6 +24,7 @@ namespace deepinfer::cli {
 namespace {
 
 struct ServeArgs {
+  bool overlap = true;  // --no-overlap
   std::string model_dir;
   std::string host = "127.0.0.1";
   int port = 8000;
@@ -114,6 +115,7 @@ int run_serve(const ServeArgs& a) {
   eo.prefix_cache_bytes = a.prefix_cache_mib << 20;
   eo.threads = a.threads;
   eo.device = a.device;
+  eo.overlap = a.overlap;
   eo.served_model_name = a.served_model_name;
   eo.load_tokenizer = tok != nullptr;
   if (Status s = eo.validate(); !s.is_ok()) {
@@ -165,6 +167,8 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_option("--prefix-cache-mib", a->prefix_cache_mib, "prefix cache capacity (MiB, 0: off)");
   s->add_option("--threads", a->threads, "CPU threads of the engine (0: all)");
   add_device_option(s, a->device);
+  s->add_flag("!--no-overlap", a->overlap,
+              "synchronous engine steps (default: step N+1 is launched before step N's tokens are collected)");
   s->add_option("--http-threads", a->http_threads, "concurrent HTTP connections (each stream holds one)");
   s->add_option("--max-body-mib", a->max_body_mib, "largest request body (MiB); larger gets 413");
   s->add_option("--max-n", a->max_n, "largest n per request");
