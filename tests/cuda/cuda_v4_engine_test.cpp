@@ -20,7 +20,9 @@ namespace deepinfer {
 namespace {
 
 // Every token of `stream` until it closes (5 min at most); an error event fails the test.
-std::vector<SampledToken> drain(RequestStream& stream, const std::string& what) {
+// `finish`: each sample's finish reason (sized by the caller).
+std::vector<SampledToken> drain(RequestStream& stream, const std::string& what,
+                                std::vector<std::string>* finish = nullptr) {
   std::vector<SampledToken> got;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (!stream.closed_and_drained() && std::chrono::steady_clock::now() < deadline) {
@@ -30,6 +32,8 @@ std::vector<SampledToken> drain(RequestStream& stream, const std::string& what) 
       ADD_FAILURE() << what << ": " << ev->error.message();
       break;
     }
+    if (ev->kind == StreamEvent::Kind::kFinished && finish && ev->sample_index < static_cast<int>(finish->size()))
+      (*finish)[ev->sample_index] = ev->finish_reason;
     for (const SampledToken& t : ev->tokens) got.push_back(t);
   }
   return got;
@@ -97,10 +101,12 @@ TEST(CudaV4Engine, FourConcurrentGreedyRequestsMatchCpuEngine) {
   EXPECT_GE(first_agree, 2);
 }
 
-// Forwards to the model and counts the calls that sampled on the device.
+// Forwards to the model (the asynchronous calls too) and counts the steps that sampled on the
+// device, and the ones launched while another was still in flight.
 class CountingModel final : public Model {
  public:
-  CountingModel(std::unique_ptr<Model> m, int* device_calls) : m_(std::move(m)), calls_(device_calls) {}
+  CountingModel(std::unique_ptr<Model> m, int* device_calls, int* overlapped = nullptr)
+      : m_(std::move(m)), calls_(device_calls), overlapped_(overlapped) {}
   const ModelSpec& info() const override { return m_->info(); }
   std::unique_ptr<ModelState> new_state() const override { return m_->new_state(); }
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override { return m_->forward(batch, out); }
@@ -110,10 +116,19 @@ class CountingModel final : public Model {
     ++*calls_;
     return m_->forward_sample(batch, rows, out);
   }
+  Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                       std::span<const int32_t> feed) override {
+    ++*calls_;
+    if (overlapped_ && m_->pending_samples() > 0) ++*overlapped_;
+    return m_->launch_sample(batch, rows, feed);
+  }
+  Status collect_sample(std::vector<SampleResult>& out) override { return m_->collect_sample(out); }
+  int pending_samples() const override { return m_->pending_samples(); }
 
  private:
   std::unique_ptr<Model> m_;
   int* calls_;
+  int* overlapped_;
 };
 
 struct Sampled {
@@ -123,14 +138,16 @@ struct Sampled {
 // One request at a time (n samples each, admitted together), so both engines run the same steps.
 std::vector<Sampled> run_sampled(const std::string& dir, bool device_sampling, int* device_calls,
                                  const std::vector<std::vector<int32_t>>& prompts,
-                                 const std::vector<SamplingParams>& params) {
+                                 const std::vector<SamplingParams>& params, bool overlap = true,
+                                 int* overlapped = nullptr, std::vector<std::vector<std::string>>* finish = nullptr) {
   EngineOptions eo;
   eo.device = "cuda";
   eo.load_tokenizer = false;
   eo.max_context = 1024;
   eo.device_sampling = device_sampling;
-  eo.wrap_model = [device_calls](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
-    return std::make_unique<CountingModel>(std::move(m), device_calls);
+  eo.overlap = overlap;
+  eo.wrap_model = [device_calls, overlapped](std::unique_ptr<Model> m) -> std::unique_ptr<Model> {
+    return std::make_unique<CountingModel>(std::move(m), device_calls, overlapped);
   };
   auto engine = make_engine(dir, eo);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
@@ -144,7 +161,9 @@ std::vector<Sampled> run_sampled(const std::string& dir, bool device_sampling, i
     auto s = (*engine)->submit(std::move(r));
     EXPECT_TRUE(s.is_ok()) << s.status().message();
     if (!s.is_ok()) return {};
-    Sampled got{drain(**s, "request " + std::to_string(i))};
+    std::vector<std::string>* reasons = nullptr;
+    if (finish) reasons = &finish->emplace_back(static_cast<size_t>(params[i].n));
+    Sampled got{drain(**s, "request " + std::to_string(i), reasons)};
     out.push_back(std::move(got));
   }
   return out;
@@ -198,6 +217,130 @@ TEST(CudaV4Engine, DeviceSamplingMatchesHostSampling) {
     EXPECT_LE(worst, 1e-5);
     std::printf("request %zu: %zu tokens equal, worst logprob difference %.2e\n", i, dev[i].tokens.size(), worst);
   }
+}
+
+// The overlapped step loop (EngineOptions::overlap, Forward::launch_sampled: step N+1 queued
+// before step N's tokens reach the host, its decoding sequences fed step N's tokens on the
+// device) gives the synchronous loop's streams exactly: same tokens, logprobs and top logprobs,
+// finish reasons. One request at a time (n samples), so both loops run the same steps; where a
+// sample stops early (a stop id), the overlapped loop has computed one token more for it in the
+// next step (discarded), so the other samples' rows ran in a batch one row larger there (rows
+// are batch-independent at these sizes: below the cuBLASLt and wide-expert row thresholds).
+TEST(CudaV4Engine, OverlappedLoopGivesTheSynchronousStreams) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir("v4-flash-engine-overlap");
+  testing::write_v4_flash_checkpoint(dir.path, testing::V4FlashSpec{});
+  const auto prompts = random_prompts(11, {60, 130, 33, 17});
+  std::vector<SamplingParams> params(4);
+  params[0].temperature = 0.0f;
+  params[1].temperature = 0.9f, params[1].top_k = 40, params[1].top_p = 0.9f, params[1].n = 3;
+  params[1].logit_bias = {{5, 2.0f}};
+  params[2].temperature = 0.7f, params[2].min_p = 0.05f, params[2].n = 2;
+  params[3].temperature = 1.0f, params[3].n = 3;
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].seed = 2000 + i;
+    params[i].max_tokens = 12 + static_cast<int64_t>(i);
+    params[i].ignore_eos = true;
+    params[i].logprobs = true;
+    params[i].top_logprobs = i == 2 ? 0 : 5;
+  }
+  // A stop id for request 3: a token its first synchronous run samples early in some sample.
+  {
+    int calls = 0;
+    const auto probe = run_sampled(dir.path, true, &calls, {prompts[3]}, {params[3]}, false);
+    ASSERT_EQ(probe.size(), 1u);
+    ASSERT_GT(probe[0].tokens.size(), 4u);
+    params[3].stop_token_ids = {probe[0].tokens[3].id};
+  }
+  int on_calls = 0, off_calls = 0, overlapped = 0, off_overlapped = 0;
+  std::vector<std::vector<std::string>> on_finish, off_finish;
+  const auto on = run_sampled(dir.path, true, &on_calls, prompts, params, true, &overlapped, &on_finish);
+  const auto off = run_sampled(dir.path, true, &off_calls, prompts, params, false, &off_overlapped, &off_finish);
+  EXPECT_GT(overlapped, 0) << "no step was launched before the previous one was collected";
+  EXPECT_EQ(off_overlapped, 0);
+  ASSERT_EQ(on.size(), params.size());
+  ASSERT_EQ(off.size(), params.size());
+  EXPECT_EQ(on_finish, off_finish);
+  bool some_stop = false;
+  for (const auto& f : on_finish)
+    for (const auto& r : f) some_stop |= r == "stop";
+  EXPECT_TRUE(some_stop) << "request 3's stop id ended no sample";
+  for (size_t i = 0; i < params.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    ASSERT_EQ(on[i].tokens.size(), off[i].tokens.size());
+    for (size_t t = 0; t < on[i].tokens.size(); ++t) {
+      const SampledToken &a = on[i].tokens[t], &b = off[i].tokens[t];
+      ASSERT_EQ(a.id, b.id) << "token " << t;
+      EXPECT_EQ(a.logprob, b.logprob) << "token " << t;
+      EXPECT_EQ(a.top, b.top) << "token " << t;
+    }
+    std::printf("request %zu: %zu tokens equal with and without overlap\n", i, on[i].tokens.size());
+  }
+}
+
+// Model::launch_sample on the GPU model directly: two steps in flight, the second fed the first's
+// tokens on the device, equal to forward_sample steps fed from the host.
+TEST(CudaV4Engine, LaunchSampleFedOnTheDeviceEqualsForwardSample) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir("v4-flash-launch-sample");
+  testing::write_v4_flash_checkpoint(dir.path, testing::V4FlashSpec{});
+  auto be = Backend::create({});
+  ASSERT_TRUE(be.is_ok());
+  LoadOptions lo;
+  lo.device = "cuda";
+  auto loaded = load_model(dir.path, **be, lo);
+  ASSERT_TRUE(loaded.is_ok()) << loaded.status().message();
+  Model& m = **loaded;
+  const auto prompts = random_prompts(5, {40, 9, 70});
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.logprobs = true;
+  p.top_logprobs = 3;
+  auto rows_for = [&](int64_t pos) {
+    std::vector<SampleRow> rows(prompts.size());
+    for (size_t i = 0; i < rows.size(); ++i) rows[i].params = &p, rows[i].rng = {31, uint32_t(i)}, rows[i].position = pos;
+    return rows;
+  };
+  constexpr int kSteps = 6;
+  // Reference: forward_sample, each step's tokens fed from the host.
+  std::vector<std::vector<SampleResult>> ref(kSteps);
+  {
+    std::vector<std::unique_ptr<ModelState>> st;
+    for (size_t i = 0; i < prompts.size(); ++i) st.push_back(m.new_state());
+    std::vector<int32_t> last(prompts.size());
+    for (int k = 0; k < kSteps; ++k) {
+      std::vector<ModelInput> batch;
+      for (size_t i = 0; i < prompts.size(); ++i)
+        batch.push_back({st[i].get(), k == 0 ? std::span<const int32_t>(prompts[i]) : std::span<const int32_t>(&last[i], 1), false});
+      ASSERT_TRUE(m.forward_sample(batch, rows_for(k), ref[k]).is_ok());
+      for (size_t i = 0; i < prompts.size(); ++i) last[i] = ref[k][i].token;
+    }
+  }
+  // Pipelined: step k+1 launched, fed on the device, before step k is collected.
+  std::vector<std::unique_ptr<ModelState>> st;
+  for (size_t i = 0; i < prompts.size(); ++i) st.push_back(m.new_state());
+  const int32_t placeholder = 0;
+  std::vector<ModelInput> first;
+  for (size_t i = 0; i < prompts.size(); ++i) first.push_back({st[i].get(), prompts[i], false});
+  ASSERT_TRUE(m.launch_sample(first, rows_for(0)).is_ok());
+  std::vector<int32_t> feed(prompts.size());
+  for (size_t i = 0; i < feed.size(); ++i) feed[i] = static_cast<int32_t>(i);
+  std::vector<SampleResult> got;
+  for (int k = 1; k <= kSteps; ++k) {
+    if (k < kSteps) {
+      std::vector<ModelInput> fed;
+      for (size_t i = 0; i < prompts.size(); ++i) fed.push_back({st[i].get(), std::span<const int32_t>(&placeholder, 1), false});
+      ASSERT_TRUE(m.launch_sample(fed, rows_for(k), feed).is_ok());
+      EXPECT_EQ(m.pending_samples(), 2);
+    }
+    ASSERT_TRUE(m.collect_sample(got).is_ok());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      EXPECT_EQ(got[i].token, ref[k - 1][i].token) << "step " << k - 1 << " sequence " << i;
+      EXPECT_EQ(got[i].logprob, ref[k - 1][i].logprob) << "step " << k - 1 << " sequence " << i;
+      EXPECT_EQ(got[i].top_logprobs, ref[k - 1][i].top_logprobs) << "step " << k - 1 << " sequence " << i;
+    }
+  }
+  EXPECT_EQ(m.pending_samples(), 0);
 }
 
 }  // namespace
