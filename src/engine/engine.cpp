@@ -483,6 +483,9 @@ bool Engine::step() {
   }
   if (prev) collect(*prev);
   sweep();
+  // As after a synchronous step: growth that no longer fits is evicted now (the step just
+  // launched is collected first when a victim is in it).
+  preempt_to_fit();
   return st.is_ok();
 }
 

@@ -280,11 +280,21 @@ TEST(EngineOverlap, PreemptionUnderSmallCapacity) {
   std::vector<EngineRequest> reqs;
   for (int i = 0; i < 3; ++i) reqs.push_back(req("p" + std::to_string(i), prompt_of(20 + i, 40), 30, 0.8f, 100 + i));
   expect_overlap_changes_nothing(o, reqs);
+  // The published reservations never exceed the capacity between steps, overlapped or not.
   Calls calls;
   auto e = engine(o, &calls);
+  std::atomic<bool> stop{false};
+  int64_t worst = 0;
+  std::thread watch([&] {
+    while (!stop.load()) worst = std::max(worst, e->stats().state_bytes_used);
+  });
   std::vector<std::shared_ptr<RequestStream>> s;
   for (const auto& r : reqs) s.push_back(*e->submit(r));
   for (auto& x : s) EXPECT_EQ(read_all(*x, 1).samples[0].finish, "length");
+  stop = true;
+  watch.join();
+  EXPECT_LE(worst, o.state_capacity);
+  EXPECT_GT(calls.overlapped.load(), 0);
   expect_idle(*e);
   EXPECT_GT(e->stats().preemptions, 0);
   EXPECT_EQ(e->stats().state_bytes_used, 0);
