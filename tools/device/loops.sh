@@ -21,8 +21,8 @@ run_tests() {
 
 # run_benches DEEPINFER BOX_S: `DEEPINFER bench --device cuda ARGS --json $OUT/bench-NAME.json` for
 # each line "NAME ARGS" of $BENCH_CONFIGS within BOX_S seconds in all (output $OUT/bench-NAME.txt),
-# printing each run's result lines. A NAME starting with "before-" runs the carried
-# deepinfer-before instead (an earlier build, for a comparison in the same call).
+# printing each run's result lines. A NAME "P-REST" runs the carried deepinfer-P instead when
+# there is one (e.g. "before-f4b1": an earlier build, for a comparison in the same call).
 run_benches() {
   local di=$1 end=$((SECONDS + $2)) left name args bin
   while read -r name args; do
@@ -30,7 +30,7 @@ run_benches() {
     left=$((end - SECONDS))
     [ "$left" -gt 5 ] || { echo "$name: skipped (box spent)"; continue; }
     bin=$di
-    case "$name" in before-*) bin=$(dirname "$di")/deepinfer-before ;; esac
+    case "$name" in *-*) [ -x "$(dirname "$di")/deepinfer-${name%%-*}" ] && bin=$(dirname "$di")/deepinfer-${name%%-*} ;; esac
     # shellcheck disable=SC2086
     timeout "$left" "$bin" bench --device cuda $args --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
     echo "$name rc=$?: $args"

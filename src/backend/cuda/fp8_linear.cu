@@ -60,14 +60,15 @@ struct SkinnyArgs {
 constexpr int kPrefetchChunk = 4096;  // bytes per L2 bulk prefetch
 constexpr int kSkinnyInFlight = 2;  // K blocks (1 KB of weights each per warp) in flight per warp
 
+// One tile group (TB tiles of 8 weight rows, column block `tx` of group `grp`): the K loop of every
+// warp, the fixed-order warp sums, and with a split K the cluster's sum (see above).
 template <int MT, int TB>
-__global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
+__device__ __forceinline__ void skinny_tile_group(const SkinnyArgs& a, int tx, int grp, float (&red)[8][MT * 16][8],
+                                                  float (&part)[TB][MT * 16][8]) {
   constexpr int WK = 8 / TB, U = kSkinnyInFlight;
-  __shared__ float red[8][MT * 16][8];
-  __shared__ float part[TB][MT * 16][8];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int tile = warp / WK, grp = blockIdx.z, M = a.M, K = a.K;
-  const int n0 = (blockIdx.x * TB + tile) * 8, wn0 = grp * a.N + n0;
+  const int tile = warp / WK, M = a.M, K = a.K;
+  const int n0 = (tx * TB + tile) * 8, wn0 = grp * a.N + n0;
   const int nkb = K / 128;
   const int S = gridDim.y * WK, s0 = blockIdx.y * WK + warp % WK;
   const int mine = s0 < nkb ? (nkb - s0 + S - 1) / S : 0;  // this warp's K blocks s0, s0 + S, ...
@@ -81,17 +82,6 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
 
-  // The weights are no kernel's output, so they are read before the wait for the kernel this one
-  // depends on (pdl_entry): the block's share of its tiles' rows is prefetched into L2 and each
-  // warp's first U blocks are loaded while the previous kernel drains.
-  if (warp == 0) {
-    const int64_t total = int64_t(TB) * 8 * K;  // the block's tiles' rows, contiguous
-    const int64_t per = (total / 128 + gridDim.y - 1) / gridDim.y * 128, from = blockIdx.y * per;
-    const int64_t bytes = from < total ? (total - from < per ? total - from : per) : 0;
-    const uint8_t* base = a.w + int64_t(grp * a.N + blockIdx.x * TB * 8) * K + from;
-    for (int64_t off = int64_t(lane) * kPrefetchChunk; off < bytes; off += 32 * kPrefetchChunk)
-      detail::prefetch_l2(base + off, static_cast<uint32_t>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
-  }
   uint4 wc[U][2];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
@@ -102,7 +92,7 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
       wc[u][1] = detail::ldg_nc_v4(p + 64);
     }
   }
-  detail::pdl_entry();
+  detail::pdl_entry();  // no-op after the first call
   for (int i0 = 0; i0 < mine; i0 += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -154,7 +144,7 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
   }
   __syncthreads();
   constexpr int kOut = MT * 16 * 8;  // outputs per tile
-  float* yg = a.y + int64_t(grp) * a.N + int64_t(blockIdx.x) * TB * 8;
+  float* yg = a.y + int64_t(grp) * a.N + int64_t(tx) * TB * 8;
   const bool split = gridDim.y > 1;
   for (int i = threadIdx.x; i < TB * kOut; i += 256) {
     const int tl = i / kOut, r = i % kOut / 8, c = i % 8;
@@ -168,7 +158,10 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
       yg[int64_t(r) * a.ldy + tl * 8 + c] = s;
     }
   }
-  if (!split) return;
+  if (!split) {
+    __syncthreads();  // red[] is read before the next tile group writes it
+    return;
+  }
   cg::cluster_group cluster = cg::this_cluster();
   cluster.sync();  // every block's part[] written
   if (blockIdx.y == 0) {
@@ -181,6 +174,31 @@ __global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a) {
     }
   }
   cluster.sync();  // block 0 has read every part[] before any block exits
+}
+
+
+// grid (min(tile groups, about one wave), ksplit, G). Before waiting for the kernel it depends on
+// (pdl_entry), a block prefetches into L2 the weights of every tile group it will run (its share
+// of them when K is split) and loads its first K blocks: the weights are no kernel's output, so
+// with programmatic dependent launch they stream in while the previous kernel drains. With more
+// tile groups than blocks (ksplit is then 1) a block runs groups tx, tx + gridDim.x, ...
+template <int MT, int TB>
+__global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a, int tile_groups) {
+  __shared__ float red[8][MT * 16][8];
+  __shared__ float part[TB][MT * 16][8];
+  const int grp = blockIdx.z;
+  if (threadIdx.x < 32) {
+    const int64_t total = int64_t(TB) * 8 * a.K;  // one tile group's rows, contiguous
+    const int64_t per = (total / 128 + gridDim.y - 1) / gridDim.y * 128, from = blockIdx.y * per;
+    const int64_t bytes = from < total ? (total - from < per ? total - from : per) : 0;
+    for (int tx = blockIdx.x; tx < tile_groups; tx += gridDim.x) {
+      const uint8_t* base = a.w + int64_t(grp * a.N + tx * TB * 8) * a.K + from;
+      for (int64_t off = int64_t(threadIdx.x) * kPrefetchChunk; off < bytes; off += 32 * kPrefetchChunk)
+        detail::prefetch_l2(base + off, static_cast<uint32_t>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
+    }
+  }
+#pragma unroll 1
+  for (int tx = blockIdx.x; tx < tile_groups; tx += gridDim.x) skinny_tile_group<MT, TB>(a, tx, grp, red, part);
 }
 
 constexpr int kMaxCluster = 8;  // portable thread-block cluster size
@@ -333,20 +351,24 @@ size_t fp8_linear_workspace_bytes(int64_t, int64_t, int64_t) { return 0; }
 namespace {
 
 template <int MT>
-cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const SkinnyArgs& a) {
+cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const SkinnyArgs& a, int tile_groups) {
   switch (tb) {
-    case 1: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 1>, a);
-    case 2: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 2>, a);
-    case 4: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 4>, a);
-    default: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 8>, a);
+    case 1: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 1>, a, tile_groups);
+    case 2: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 2>, a, tile_groups);
+    case 4: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 4>, a, tile_groups);
+    default: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 8>, a, tile_groups);
   }
 }
 
 bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
   const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128, detail::sm_count());
+  // At most about one wave of blocks: each runs its tile groups in turn (ksplit is 1 whenever
+  // there are more tile groups than that).
+  const int64_t tile_groups = a.N / 8 / p.tb;
+  const int64_t wave = int64_t(detail::sm_count()) * kSkinnyBlocksPerSm;
+  const int64_t blocks_x = p.ksplit > 1 ? tile_groups : std::min<int64_t>(tile_groups, (wave + groups - 1) / groups);
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(a.N / 8 / p.tb), static_cast<unsigned>(p.ksplit),
-                     static_cast<unsigned>(groups));
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(p.ksplit), static_cast<unsigned>(groups));
   cfg.blockDim = dim3(256);
   cfg.stream = as_stream(stream);
   cudaLaunchAttribute attr[2];
@@ -356,9 +378,9 @@ bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
   attr[1].val.clusterDim.z = 1;
   cfg.attrs = attr;
   cfg.numAttrs = p.ksplit > 1 ? 2 : 1;
-  const cudaError_t e = a.M <= 16   ? launch_skinny_mt<1>(cfg, p.tb, a)
-                        : a.M <= 32 ? launch_skinny_mt<2>(cfg, p.tb, a)
-                                    : launch_skinny_mt<4>(cfg, p.tb, a);
+  const cudaError_t e = a.M <= 16   ? launch_skinny_mt<1>(cfg, p.tb, a, static_cast<int>(tile_groups))
+                        : a.M <= 32 ? launch_skinny_mt<2>(cfg, p.tb, a, static_cast<int>(tile_groups))
+                                    : launch_skinny_mt<4>(cfg, p.tb, a, static_cast<int>(tile_groups));
   return detail::check(e, "fp8_skinny_kernel");
 }
 
