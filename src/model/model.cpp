@@ -7,15 +7,15 @@
 
 namespace deepinfer {
 
-Status Model::forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                             std::vector<SampleResult>& out) {
+Status host_forward_sample(Model& m, std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                           std::vector<SampleResult>& out) {
   if (rows.size() != batch.size()) return Status::invalid_argument("forward_sample needs one sampling row per sequence");
   for (const ModelInput& b : batch)
     if (b.all_logits) return Status::invalid_argument("forward_sample takes the last logits row of each sequence only");
   v4::ForwardOutput fo;
   fo.allow_lent_logits = true;
-  DI_TRY(forward(batch, fo));
-  const size_t V = static_cast<size_t>(info().vocab_size);
+  DI_TRY(m.forward(batch, fo));
+  const size_t V = static_cast<size_t>(m.info().vocab_size);
   const std::span<const float> logits = fo.rows();
   out.assign(rows.size(), {});
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -23,36 +23,6 @@ Status Model::forward_sample(std::span<const ModelInput> batch, std::span<const 
     row.logits = logits.subspan(static_cast<size_t>(fo.row_offsets[i]) * V, V);
     out[i] = sample_row(row);
   }
-  return Status::ok();
-}
-
-Status Model::launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                            std::span<const int32_t> feed) {
-  if (pending_.size() >= 2) return Status::internal("launch_sample: two steps are already in flight; collect one first");
-  if (!feed.empty() && feed.size() != batch.size())
-    return Status::invalid_argument("launch_sample: feed needs one entry per batch entry (or none)");
-  std::vector<ModelInput> in(batch.begin(), batch.end());
-  std::vector<int32_t> fed(batch.size(), 0);
-  for (size_t i = 0; i < feed.size(); ++i) {
-    if (feed[i] < 0) continue;
-    if (pending_.empty()) return Status::invalid_argument("launch_sample: a fed entry but no step in flight");
-    const std::vector<SampleResult>& prev = pending_.back();
-    if (in[i].tokens.size() != 1) return Status::invalid_argument("launch_sample: a fed entry must have one token");
-    if (static_cast<size_t>(feed[i]) >= prev.size())
-      return Status::invalid_argument("launch_sample: feed row " + std::to_string(feed[i]) + " is outside the previous step");
-    fed[i] = prev[static_cast<size_t>(feed[i])].token;
-    in[i].tokens = std::span<const int32_t>(&fed[i], 1);
-  }
-  std::vector<SampleResult> out;
-  DI_TRY(forward_sample(in, rows, out));
-  pending_.push_back(std::move(out));
-  return Status::ok();
-}
-
-Status Model::collect_sample(std::vector<SampleResult>& out) {
-  if (pending_.empty()) return Status::internal("collect_sample: no step in flight");
-  out = std::move(pending_.front());
-  pending_.erase(pending_.begin());
   return Status::ok();
 }
 

@@ -57,12 +57,14 @@ class Model {
   /// last logits row; out[i] is what sample_row would return with that row: the same token, the
   /// logprobs within 1e-5 (the device sums in another fixed order). Every entry's all_logits
   /// must be false.
-  /// The default implementation (every model) runs forward() and sample_row() on the host, so it
-  /// returns exactly what the CPU sampler does; samples_on_device() says whether the model has a
-  /// faster one (only tokens and logprobs leave the device).
+  /// The default says unsupported; host_forward_sample() below is the same contract on the host
+  /// for any model (a wrapper may use it, as the engine tests do).
   virtual bool samples_on_device() const { return false; }
   virtual Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                                std::vector<SampleResult>& out);
+                                std::vector<SampleResult>& out) {
+    (void)batch, (void)rows, (void)out;
+    return Status::unsupported("this model samples on the host only");
+  }
 
   /// Asynchronous forward_sample, for a step loop that prepares step N+1 while step N runs:
   /// launch_sample() enqueues a step and returns; collect_sample() waits for the OLDEST launched
@@ -85,16 +87,49 @@ class Model {
   ///    a failed collect still removes its step.
   /// The default implementation keeps the results of at most two steps: launch runs
   /// forward_sample synchronously (fed tokens taken from the previous step's results) and
-  /// collect returns the oldest results. So it needs no device and tests the callers on CPU.
+  /// collect returns the oldest results. So it needs no device: with forward_sample from
+  /// host_forward_sample it runs the engine's overlapped loop on a CPU model (the engine tests).
+  /// (Inline, like every default here: the device project links the GPU model without model.cpp.)
   virtual Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                               std::span<const int32_t> feed = {});
-  virtual Status collect_sample(std::vector<SampleResult>& out);
+                               std::span<const int32_t> feed = {}) {
+    if (pending_.size() >= 2) return Status::internal("launch_sample: two steps are already in flight; collect one first");
+    if (!feed.empty() && feed.size() != batch.size())
+      return Status::invalid_argument("launch_sample: feed needs one entry per batch entry (or none)");
+    std::vector<ModelInput> in(batch.begin(), batch.end());
+    std::vector<int32_t> fed(batch.size(), 0);
+    for (size_t i = 0; i < feed.size(); ++i) {
+      if (feed[i] < 0) continue;
+      if (pending_.empty()) return Status::invalid_argument("launch_sample: a fed entry but no step in flight");
+      const std::vector<SampleResult>& prev = pending_.back();
+      if (in[i].tokens.size() != 1) return Status::invalid_argument("launch_sample: a fed entry must have one token");
+      if (static_cast<size_t>(feed[i]) >= prev.size())
+        return Status::invalid_argument("launch_sample: feed row " + std::to_string(feed[i]) +
+                                        " is outside the previous step");
+      fed[i] = prev[static_cast<size_t>(feed[i])].token;
+      in[i].tokens = std::span<const int32_t>(&fed[i], 1);
+    }
+    std::vector<SampleResult> out;
+    DI_TRY(forward_sample(in, rows, out));
+    pending_.push_back(std::move(out));
+    return Status::ok();
+  }
+  virtual Status collect_sample(std::vector<SampleResult>& out) {
+    if (pending_.empty()) return Status::internal("collect_sample: no step in flight");
+    out = std::move(pending_.front());
+    pending_.erase(pending_.begin());
+    return Status::ok();
+  }
   /// Steps launched and not yet collected (0..2).
   virtual int pending_samples() const { return static_cast<int>(pending_.size()); }
 
  private:
   std::vector<std::vector<SampleResult>> pending_;  // the default launch/collect, oldest first
 };
+
+/// forward_sample's contract on the host for any model: m.forward() (the last logits row of
+/// each entry), then sample_row() per row, so out[i] is exactly what the CPU sampler returns.
+Status host_forward_sample(Model& m, std::span<const ModelInput> batch, std::span<const SampleRow> rows,
+                           std::vector<SampleResult>& out);
 
 /// Reads dir/config.json's model_type and loads the matching model.
 Result<std::unique_ptr<Model>> load_model(const std::string& dir, Backend& backend, const LoadOptions& opt = {});

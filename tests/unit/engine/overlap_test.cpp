@@ -1,8 +1,9 @@
 // The overlapped step loop (EngineOptions::overlap) on tiny-v4-b: step N+1 launched before step
 // N is collected must give exactly the streams of the synchronous loop (tokens, logprobs, finish
 // reasons, stop strings, completion counts). The CPU model gets the overlapped path through a
-// view that says it samples on its device and keeps Model's default launch_sample /
-// collect_sample (forward_sample run at launch, fed tokens taken from the previous results).
+// view that says it samples on its device (host_forward_sample) and keeps Model's default
+// launch_sample / collect_sample (forward_sample run at launch, fed tokens taken from the
+// previous results).
 // Also: Model's default asynchronous API against forward_sample.
 #include <gtest/gtest.h>
 
@@ -28,8 +29,9 @@ struct Calls {
   std::atomic<int> launches{0}, overlapped{0}, sync_samples{0};
 };
 
-// The CPU model, presented as one that samples on its device: forward_sample, launch_sample and
-// collect_sample are Model's defaults (host sampling). `eos` replaces the model's EOS id.
+// The CPU model, presented as one that samples on its device: forward_sample is
+// host_forward_sample, launch_sample and collect_sample are Model's defaults. `eos` replaces the
+// model's EOS id.
 class DeviceView final : public Model {
  public:
   DeviceView(std::unique_ptr<Model> m, Calls* calls, std::optional<int32_t> eos) : m_(std::move(m)), calls_(calls) {
@@ -43,10 +45,10 @@ class DeviceView final : public Model {
   Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
                         std::vector<SampleResult>& out) override {
     if (pending_samples() == 0) ++calls_->sync_samples;
-    return Model::forward_sample(batch, rows, out);
+    return host_forward_sample(*m_, batch, rows, out);
   }
   Status launch_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
-                       std::span<const int32_t> feed) override {
+                       std::span<const int32_t> feed = {}) override {
     ++calls_->launches;
     if (pending_samples() > 0) ++calls_->overlapped;
     return Model::launch_sample(batch, rows, feed);
@@ -64,7 +66,7 @@ struct Options {
   int64_t prefix_cache = int64_t{512} << 20;
   int64_t max_context = 65536;
   int max_running = 256;
-  std::optional<int32_t> eos;
+  std::optional<int32_t> eos = std::nullopt;
 };
 
 std::unique_ptr<EngineClient> engine(const Options& o, Calls* calls) {
@@ -322,10 +324,14 @@ TEST(EngineOverlap, PrefixCacheHits) {
       auto got = read_all(**e->submit(reqs[i]), 1);
       auto ref = run(cold, {reqs[i]});
       expect_same({got}, ref);
-      if (i > 0) EXPECT_GE(got.cached[0], 64) << i;
+      if (i > 0) {
+        EXPECT_GE(got.cached[0], 64) << i;
+      }
     }
     EXPECT_GT(e->stats().prefix_cache_hit_tokens, 0);
-    if (overlap) EXPECT_GT(calls.overlapped.load(), 0);
+    if (overlap) {
+      EXPECT_GT(calls.overlapped.load(), 0);
+    }
   }
 }
 
@@ -380,15 +386,16 @@ TEST(EngineOverlap, ShutdownWithAStepInFlight) {
   for (auto& x : s) EXPECT_EQ(read_all(*x, 1).samples[0].finish, "cancelled");
 }
 
-// Model's default asynchronous API: launch_sample / collect_sample with a fed entry equal
-// forward_sample step by step; its errors.
+// Model's default asynchronous API (over host_forward_sample): launch_sample / collect_sample
+// with fed entries equal forward_sample step by step; its errors.
 TEST(ModelAsync, DefaultLaunchCollectEqualsForwardSample) {
   auto be = Backend::create({});
   ASSERT_TRUE(be.is_ok());
   auto m1 = load_model(kModel, **be);
   auto m2 = load_model(kModel, **be);
   ASSERT_TRUE(m1.is_ok() && m2.is_ok());
-  Model &sync = **m1, &async = **m2;
+  Calls calls;
+  DeviceView sync(std::move(m1).value(), &calls, std::nullopt), async(std::move(m2).value(), &calls, std::nullopt);
   SamplingParams p;
   p.temperature = 0.9f;
   p.logprobs = true;
