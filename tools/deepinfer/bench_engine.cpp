@@ -49,27 +49,41 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
     DI_ASSIGN_OR_RETURN(auto s, engine->submit(std::move(r)));
     streams.push_back(std::move(s));
   }
-  // The steady state starts once every sequence has its first token (its prefill is done).
+  // The steady state starts once every sequence has its first token (every prefill is done; a
+  // generated-token count would start it while later prompts still prefill beside early decodes)
+  // and ends at the last token. The streams are read as the tokens arrive.
   const int64_t total = a.batch * gen_len;
-  int64_t first_count = -1;
+  std::vector<int64_t> got(streams.size(), 0);
+  std::vector<bool> open(streams.size(), true);
+  int64_t have_first = 0, done = 0, after_first = 0, open_count = static_cast<int64_t>(streams.size());
   Clock::time_point t_first, t_last;
-  for (;;) {
-    const int64_t g = engine->stats().generation_tokens_total;
-    const auto now = Clock::now();
-    if (first_count < 0 && g >= a.batch) first_count = g, t_first = now;
-    if (g >= total) {
-      t_last = now;
-      break;
+  while (open_count > 0) {
+    if (secs(t0, Clock::now()) > 3600) return Status::internal("engine bench: no progress in an hour");
+    bool any = false;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      if (!open[i]) continue;
+      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
+        any = true;
+        if (ev->kind == StreamEvent::Kind::kError) return ev->error;
+        if (ev->kind == StreamEvent::Kind::kFinished) {
+          if (ev->finish_reason != "length")
+            return Status::internal("engine bench: a request finished with '" + ev->finish_reason + "'");
+          open[i] = false, --open_count;
+          break;
+        }
+        if (ev->kind != StreamEvent::Kind::kTokens) continue;
+        const auto now = Clock::now();
+        const int64_t n = static_cast<int64_t>(ev->tokens.size());
+        if (got[i] == 0 && ++have_first == a.batch) t_first = now;
+        else if (have_first == a.batch) after_first += n;
+        got[i] += n, done += n;
+        t_last = now;
+      }
     }
-    if (secs(t0, now) > 3600) return Status::internal("engine bench: no progress in an hour");
-    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  for (auto& s : streams)
-    while (auto ev = s->next(std::chrono::milliseconds(60000))) {
-      if (ev->kind == StreamEvent::Kind::kError) return ev->error;
-      if (ev->kind == StreamEvent::Kind::kFinished && ev->finish_reason != "length")
-        return Status::internal("engine bench: a request finished with '" + ev->finish_reason + "'");
-    }
+  if (done != total) return Status::internal("engine bench: " + std::to_string(done) + " tokens, expected " + std::to_string(total));
+  const int64_t first_count = total - after_first;
   EngineBenchRun r;
   r.total_s = secs(t0, Clock::now());
   r.decode_tokens = total - first_count;

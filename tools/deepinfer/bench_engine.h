@@ -17,7 +17,7 @@ struct EngineBenchArgs {
 };
 
 struct EngineBenchRun {
-  double decode_tokens_per_s = 0;  // steady state: from the step where every sequence has its first token to the last token
+  double decode_tokens_per_s = 0;  // steady state: from the arrival of the last first token to the last token
   double decode_s = 0;
   int64_t decode_tokens = 0;
   double total_s = 0;  // submit to the last stream closed (prefill included)
@@ -29,7 +29,7 @@ struct EngineBenchResult {
 
 /// Submits `batch` requests (random prompts, max_tokens = gen_len, ignore_eos, greedy) to an
 /// engine over a view of `model` (make_engine(model_view(model))), once with overlap off and once
-/// on, and measures each run's steady decode rate from the engine's generated-token counter.
+/// on, and measures each run's steady decode rate from the streams' token events.
 Result<EngineBenchResult> bench_engine(Model& model, const EngineBenchArgs& a);
 
 }  // namespace deepinfer::cli
