@@ -29,28 +29,40 @@ inline bool check(cudaError_t e, const char* what) {
 }
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 
-/// Programmatic dependent launch (PDL). The per-step kernels are launched with
-/// launch_pdl, which lets the next kernel of the stream start (blocks resident, prologue) while the
-/// one before it drains, and every kernel so launched begins with pdl_entry(): it waits until the
-/// grids it depends on have completed and their writes are visible (griddepcontrol.wait), then
-/// lets its own dependents launch (small grids, below). Nothing is read or written before the wait, so the order of
-/// memory effects is the plain stream order's; what overlaps is launch latency and tail drain.
-/// A kernel launched with launch_pdl must call pdl_entry() first; kernels launched plainly (the
-/// load-time ones) may call it too (a no-op there). In a CUDA graph the launches become
-/// programmatic edges. On devices before SM90 the attribute and the instructions are no-ops.
-///
-/// Only a grid of at most two blocks per SM lets its dependents launch at once; a larger one
-/// leaves it to its exit. Measured on the H200 (EP slice, batch 256): with every grid letting
-/// them launch at its start the step took 38.1 ms, with none 36.5 ms; at batch 1 of v4-flash-4
-/// the early launch is worth 1.26 -> 1.16 ms. Dependents launched early sit on SMs until the
-/// grid completes, which costs nothing beside a short kernel but slows a long one's tail and
-/// the other streams' kernels.
-__device__ __forceinline__ void pdl_entry() {
+/// Programmatic dependent launch (PDL). The per-step kernels are launched with launch_pdl, which
+/// lets the next kernel of the stream start (blocks resident, prologue) while the one before it
+/// drains, and every kernel so launched begins with pdl_entry(): it waits until the grids it
+/// depends on have completed and their writes are visible, then (small grids, below) lets its
+/// own dependents launch. Nothing a kernel computes from is read before the wait (the fp8 GEMV
+/// reads its weights, which no kernel writes), so the order of memory effects is the plain stream
+/// order's; what overlaps is launch latency and tail drain. A kernel launched with launch_pdl must
+/// wait first; kernels launched plainly (the load-time ones) may call it too (a no-op there). In
+/// a CUDA graph the launches become programmatic edges. Before SM90 all of it is a no-op.
+
+/// griddepcontrol.wait: the grids this one depends on have completed, their writes visible.
+__device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+/// griddepcontrol.launch_dependents: the next kernel may launch once every block got here.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/// The wait, then the trigger for a grid of at most one block per SM; a larger grid leaves it to
+/// its exit. Measured on the H200 (device time per decode step): letting dependents launch at the
+/// start of every grid took the EP slice at batch 256 from 34.4 to 35.1 ms (without any trigger:
+/// 33.7) while it took v4-flash-4 at batch 1 from 1.26 to 1.16 ms. At batch 256 most kernels are
+/// one block per token: their dependents, launched early, sit on the SMs beside them. The fp8
+/// GEMV (decode up to 64 rows, one wave of blocks) triggers itself.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  pdl_wait();
   uint32_t sms;
   asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
-  if (gridDim.x * gridDim.y * gridDim.z <= 2 * sms) asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  if (gridDim.x * gridDim.y * gridDim.z <= sms) pdl_trigger();
 #endif
 }
 

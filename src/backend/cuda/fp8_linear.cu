@@ -92,7 +92,8 @@ __device__ __forceinline__ void skinny_tile_group(const SkinnyArgs& a, int tx, i
       wc[u][1] = detail::ldg_nc_v4(p + 64);
     }
   }
-  detail::pdl_entry();  // no-op after the first call
+  detail::pdl_wait();  // no-op after the first call
+  detail::pdl_trigger();
   for (int i0 = 0; i0 < mine; i0 += U) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {

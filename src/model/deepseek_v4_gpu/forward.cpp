@@ -643,6 +643,13 @@ Status Forward::ensure_stream() {
   return Status::ok();
 }
 
+int64_t Forward::decode_bucket(int64_t n) {
+  for (int64_t b : {1, 2, 4, 8, 16, 24, 32, 48, 64})
+    if (n <= b) return b;
+  if (n <= 256) return (n + 31) / 32 * 32;
+  return (n + 63) / 64 * 64;
+}
+
 std::vector<size_t> Forward::processing_order(std::span<const SeqRun> batch) {
   std::vector<size_t> order;  // the decoding sequences (one token) first, as rows 0..Nd-1
   for (size_t s = 0; s < batch.size(); ++s)
@@ -671,6 +678,7 @@ struct Forward::Launched {
 // A sampled step launched and not yet collected.
 struct Forward::Pending {
   Launched L;
+  size_t rows = 0;  // the caller's batch entries (the pad rows after them are dropped)
 };
 
 Forward::Forward(const v4::V4Config& c, const GpuWeights& w) : c_(c), w_(w) {}
@@ -837,7 +845,8 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
   }
   DI_CUDA_TRY(dc::event_record(S.fwd_end, stream_));
   // Launched: the next step is planned from the advanced lengths (positions, context bucket).
-  for (const SeqRun& r : runs) r.state->advance(static_cast<int64_t>(r.tokens.size()));
+  for (const SeqRun& r : runs)
+    if (r.state != pad_state_.get()) r.state->advance(static_cast<int64_t>(r.tokens.size()));
   return Status::ok();
 }
 
@@ -877,7 +886,31 @@ Status Forward::launch_sampled(std::span<const SeqRun> batch, const HostSampling
   const int slot = next_slot_;
   if (!pending_.empty() && pending_.front().L.slot == slot) return Status::internal("step slots out of turn");
   Pending p;
-  DI_TRY(sampler_.prepare(slot, s, processing_order(batch), stream_));
+  p.rows = batch.size();
+  // A decode-only step that would replay a graph is padded to its bucket (pad_state_ above);
+  // rows with a bias or penalty table keep their exact size (their tables are per row).
+  std::vector<SeqRun> padded;
+  HostSampling padded_s;
+  const HostSampling* sp = &s;
+  const int64_t nb = static_cast<int64_t>(batch.size());
+  const bool decode_only = std::all_of(batch.begin(), batch.end(), [](const SeqRun& r) { return r.tokens.size() == 1; });
+  if (decode_only && graphs_on_ && !tuning_.profile && s.bias.empty() && s.counts.empty() && decode_bucket(nb) > nb) {
+    if (!pad_state_) {
+      DI_ASSIGN_OR_RETURN(pad_state_, GpuSequenceState::create(c_));
+    }
+    static constexpr int32_t kPadToken[1] = {0};
+    padded.assign(batch.begin(), batch.end());
+    padded.resize(static_cast<size_t>(decode_bucket(nb)), SeqRun{pad_state_.get(), std::span<const int32_t>(kPadToken, 1), false});
+    padded_s = s;
+    cuda::GpuSampleParams greedy;
+    greedy.temperature = 0.0f;
+    padded_s.params.resize(padded.size(), greedy);
+    padded_s.top.resize(padded.size(), 0);
+    padded_s.logprobs.resize(padded.size(), false);
+    batch = padded;
+    sp = &padded_s;
+  }
+  DI_TRY(sampler_.prepare(slot, *sp, processing_order(batch), stream_));
   DI_TRY(launch(batch, p.L, slot, fed, prev >= 0 ? sampler_.device_tokens(prev) : nullptr));
   DI_TRY(sampler_.launch(slot, p.L.a.logits, stream_));  // rows in processing order: one per sequence
   DI_CUDA_TRY(dc::event_record(slots_[slot].done, stream_));
@@ -893,6 +926,7 @@ Status Forward::collect_sampled(std::vector<SampleResult>& out) {
   DI_CUDA_TRY(dc::event_synchronize(slots_[p.L.slot].done));
   const auto t_done = Clock::now();
   DI_TRY(sampler_.results(p.L.slot, out));
+  out.resize(p.rows);  // the pad rows' tokens are dropped
   finish(p.L, t_done);
   return Status::ok();
 }

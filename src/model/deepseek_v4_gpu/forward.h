@@ -70,6 +70,9 @@ class Forward {
   struct Launched;
   /// Batch indices in processing order: the decoding sequences first, then the prefill chunks.
   static std::vector<size_t> processing_order(std::span<const SeqRun> batch);
+  /// The padded size of a decode-only batch of n sequences: 1, 2, 4, 8, 16, 24, 32, 48, 64, then
+  /// steps of 32 to 256 and of 64 beyond (decode is weight-bound: a few idle rows cost little).
+  static int64_t decode_bucket(int64_t n);
   /// Uploads the inputs (from slot `slot`'s pinned pack), feeds the fed entries' tokens from the
   /// previous step's sampled tokens (`feed`: (ids row, device token row) pairs of prev_tokens),
   /// and launches the forward (or replays its graph) without waiting for it; records the slot's
@@ -155,6 +158,11 @@ class Forward {
   int next_slot_ = 0;
   struct Pending;
   std::vector<Pending> pending_;  // launched sampled steps not yet collected, oldest first
+  // Decode-only sampled steps are padded up to a graph bucket (decode_bucket) with rows of this
+  // state (never advanced: every pad row decodes token 0 at position 0, so their writes to it are
+  // the same values), so a serving batch that shrinks or grows row by row replays a few graphs
+  // instead of running eagerly and capturing at every new size.
+  std::unique_ptr<GpuSequenceState> pad_state_;
   CudaTuning tuning_;
   double last_mark_s_ = 0;  // steady-clock seconds of the last mark()
   std::set<std::tuple<int64_t, int64_t, int64_t>> lt_missing_;  // (M, N, K) cuBLASLt has no FP8 plan for
