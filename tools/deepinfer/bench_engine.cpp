@@ -49,14 +49,14 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
     DI_ASSIGN_OR_RETURN(auto s, engine->submit(std::move(r)));
     streams.push_back(std::move(s));
   }
-  // The steady state starts once every sequence has its first token (every prefill is done; a
-  // generated-token count would start it while later prompts still prefill beside early decodes)
-  // and ends at the last token. The streams are read as the tokens arrive.
+  // The steady state is the full-batch window: from the arrival of the last first token (every
+  // prefill done) to the arrival of the first last token (no sequence finished yet), so every step
+  // in it decodes the whole batch. (The engine decodes first, so early sequences run beside later
+  // prefills; a short --gen-len leaves no such window.) Tokens are stamped as they are read.
   const int64_t total = a.batch * gen_len;
-  std::vector<int64_t> got(streams.size(), 0);
+  std::vector<std::vector<Clock::time_point>> at(streams.size());
   std::vector<bool> open(streams.size(), true);
-  int64_t have_first = 0, done = 0, after_first = 0, open_count = static_cast<int64_t>(streams.size());
-  Clock::time_point t_first, t_last;
+  int64_t done = 0, open_count = static_cast<int64_t>(streams.size());
   while (open_count > 0) {
     if (secs(t0, Clock::now()) > 3600) return Status::internal("engine bench: no progress in an hour");
     bool any = false;
@@ -72,22 +72,22 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
           break;
         }
         if (ev->kind != StreamEvent::Kind::kTokens) continue;
-        const auto now = Clock::now();
-        const int64_t n = static_cast<int64_t>(ev->tokens.size());
-        if (got[i] == 0 && ++have_first == a.batch) t_first = now;
-        else if (have_first == a.batch) after_first += n;
-        got[i] += n, done += n;
-        t_last = now;
+        at[i].insert(at[i].end(), ev->tokens.size(), Clock::now());
+        done += static_cast<int64_t>(ev->tokens.size());
       }
     }
     if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (done != total) return Status::internal("engine bench: " + std::to_string(done) + " tokens, expected " + std::to_string(total));
-  const int64_t first_count = total - after_first;
+  Clock::time_point t_start = at[0].front(), t_end = at[0].back();
+  for (const auto& v : at) t_start = std::max(t_start, v.front()), t_end = std::min(t_end, v.back());
   EngineBenchRun r;
   r.total_s = secs(t0, Clock::now());
-  r.decode_tokens = total - first_count;
-  r.decode_s = secs(t_first, t_last);
+  if (t_end > t_start) {
+    for (const auto& v : at)
+      r.decode_tokens += std::count_if(v.begin(), v.end(), [&](Clock::time_point t) { return t > t_start && t <= t_end; });
+    r.decode_s = secs(t_start, t_end);
+  }
   r.decode_tokens_per_s = r.decode_s > 0 ? static_cast<double>(r.decode_tokens) / r.decode_s : 0.0;
   return r;
 }

@@ -17,7 +17,9 @@ struct EngineBenchArgs {
 };
 
 struct EngineBenchRun {
-  double decode_tokens_per_s = 0;  // steady state: from the arrival of the last first token to the last token
+  // Steady state: the full-batch window, from the arrival of the last first token to the arrival
+  // of the first last token (0 when there is none: --gen-len too short beside the prefills).
+  double decode_tokens_per_s = 0;
   double decode_s = 0;
   int64_t decode_tokens = 0;
   double total_s = 0;  // submit to the last stream closed (prefill included)

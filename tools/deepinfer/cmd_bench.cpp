@@ -258,11 +258,12 @@ int run_bench(const BenchArgs& a) {
                 (long long)parts.graph_steps, (long long)parts.steps, (long long)parts.captures,
                 (long long)parts.graph_drops);
   if (eng)
-    std::printf("engine   %10.1f tokens/s decode with overlap, %.1f tokens/s without (%.2fx); steady state after "
-                "every first token, %lld and %lld tokens\n",
+    std::printf("engine   %10.1f tokens/s decode with overlap, %.1f tokens/s without (%.2fx); full-batch window "
+                "(every prefill done, no sequence finished), %lld and %lld tokens%s\n",
                 eng->overlap.decode_tokens_per_s, eng->sync.decode_tokens_per_s,
                 eng->sync.decode_tokens_per_s > 0 ? eng->overlap.decode_tokens_per_s / eng->sync.decode_tokens_per_s : 0.0,
-                (long long)eng->overlap.decode_tokens, (long long)eng->sync.decode_tokens);
+                (long long)eng->overlap.decode_tokens, (long long)eng->sync.decode_tokens,
+                eng->overlap.decode_tokens && eng->sync.decode_tokens ? "" : " (no such window: raise --gen-len)");
   nlohmann::json profile = nlohmann::json::array();
   if (!parts.parts_s.empty()) {
     double sum = 0;
