@@ -48,6 +48,13 @@ void* event_create();
 void event_destroy(void* event);
 bool event_record(void* event, void* stream);
 bool stream_wait_event(void* waiter, void* event);
+/// An event that can also be timed and waited for (a step's completion and device time); nullptr
+/// on failure. Destroyed with event_destroy.
+void* timed_event_create();
+/// Blocks until the work the event was recorded after is done (the rest of its stream may run on).
+bool event_synchronize(void* event);
+/// Milliseconds between two completed timed events; false on failure.
+bool event_elapsed_ms(void* start, void* end, float* ms);
 
 // ---- CUDA graphs: the ops issued on `stream` between begin and end, replayed as one launch ----
 /// Starts capturing `stream` (thread-local mode: other threads may keep using the device).

@@ -75,6 +75,18 @@ void* event_create() {
   if (!check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate")) return nullptr;
   return e;
 }
+void* timed_event_create() {
+  cudaEvent_t e = nullptr;
+  if (!check(cudaEventCreate(&e), "cudaEventCreate (timed)")) return nullptr;
+  return e;
+}
+bool event_synchronize(void* event) {
+  return check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
+}
+bool event_elapsed_ms(void* start, void* end, float* ms) {
+  return check(cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+               "cudaEventElapsedTime");
+}
 void event_destroy(void* event) {
   if (event) cudaEventDestroy(static_cast<cudaEvent_t>(event));
 }

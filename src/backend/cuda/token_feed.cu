@@ -1,10 +1,8 @@
-// The overlapped step loop's device pieces (token_feed.h).
+// The overlapped step loop's token gather (token_feed.h).
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/token_feed.h"
 
 namespace deepinfer::cuda {
-
-using detail::check;
 
 namespace {
 
@@ -21,21 +19,6 @@ bool feed_tokens(int32_t* ids, const int32_t* tokens, const int32_t* pairs, int3
   constexpr int kThreads = 256;
   feed_tokens_kernel<<<(n + kThreads - 1) / kThreads, kThreads, 0, detail::as_stream(stream)>>>(ids, tokens, pairs, n);
   return detail::check_launch("feed_tokens");
-}
-
-void* timed_event_create() {
-  cudaEvent_t e = nullptr;
-  if (!check(cudaEventCreate(&e), "cudaEventCreate (timed)")) return nullptr;
-  return e;
-}
-
-bool event_synchronize(void* event) {
-  return check(cudaEventSynchronize(static_cast<cudaEvent_t>(event)), "cudaEventSynchronize");
-}
-
-bool event_elapsed_ms(void* start, void* end, float* ms) {
-  return check(cudaEventElapsedTime(ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
-               "cudaEventElapsedTime");
 }
 
 }  // namespace deepinfer::cuda
