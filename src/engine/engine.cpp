@@ -157,11 +157,7 @@ class Engine final : public EngineClient {
     int64_t total = 0;
     double token_ctx = 0;
     Clock::time_point t_launch;
-    int32_t row_of(const Sequence* s) const {
-      for (size_t b = 0; b < members.size(); ++b)
-        if (members[b] == s) return static_cast<int32_t>(b);
-      return -1;
-    }
+    int32_t row_of(const Sequence& s) const { return s.last_step == id ? s.last_row : -1; }
   };
 
   void run();
@@ -499,7 +495,7 @@ Status Engine::launch_async(const Planned& p, StepRecord& r) {
   for (size_t b = 0; b < p.members.size(); ++b) {
     Sequence& s = *p.members[b];
     if (p.fed[b]) {
-      const int32_t row = inflight_ ? inflight_->row_of(&s) : -1;
+      const int32_t row = inflight_ ? inflight_->row_of(s) : -1;
       if (row < 0) return Status::internal("engine: a fed sequence is not in the step in flight");
       batch.push_back({s.state.get(), std::span<const int32_t>(&kPlaceholder, 1), false});
       feed.push_back(row);
@@ -527,6 +523,7 @@ void Engine::record_launch(const Planned& p, StepRecord& r) {
     Sequence& s = *p.members[b];
     s.computed += p.tokens[b];
     s.last_step = r.id;
+    s.last_row = static_cast<int32_t>(b);
     r.computed_after.push_back(s.computed);
     if (p.samples[b]) {
       ++s.unsampled;

@@ -85,9 +85,11 @@ class Sequence {
   bool finished = false;
   std::optional<std::chrono::steady_clock::time_point> first_token_at;
   // Overlapped step loop (engine thread): tokens that launched, not yet collected steps will
-  // append (0..2), and the id of the latest launched step with this sequence (0: none).
+  // append (0..2), the id of the latest launched step with this sequence (0: none) and its row
+  // (batch entry) in that step.
   int64_t unsampled = 0;
   uint64_t last_step = 0;
+  int32_t last_row = -1;
 
  private:
   std::optional<FinishInfo> check_stop(int32_t token);
