@@ -37,7 +37,8 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 // ---------------- decode path: weight streaming, M <= 16 * MT ----------------
 // One launch computes G groups (blockIdx.z; G = 1 for a plain linear): group g multiplies x's
 // columns [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's
-// grouped wo_a in one launch). grid (N/8/TB, ksplit, G), 8 warps: a block holds TB tiles of 8
+// grouped wo_a in one launch). grid (tile groups, ksplit, G), 8 warps (at most about one wave of
+// blocks: a block runs tile groups x, x + gridDim.x, ...): a tile group is TB tiles of 8
 // weight rows, 8/TB warps per tile; warp slice s = blockIdx.y * (8/TB) + its index in the tile
 // takes K blocks s, s+S, ... (S = ksplit * 8/TB) in order, with the weights of kSkinnyInFlight
 // blocks in flight (2; 4 took 106 registers and measured slower on the H200, wq_b 18.8 vs 17.9

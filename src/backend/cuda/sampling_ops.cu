@@ -163,7 +163,7 @@ __device__ T block_reduce(T v, Op op, T* sh) {
   for (int w = 1; w < kWarps; ++w) r = op(r, sh[w]);
   return r;
 }
-__device__ ArgMax block_argmax(ArgMax v, ArgMax* sh) {
+__device__ __forceinline__ ArgMax warp_argmax(ArgMax v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     ArgMax other;
@@ -171,6 +171,10 @@ __device__ ArgMax block_argmax(ArgMax v, ArgMax* sh) {
     other.id = __shfl_xor_sync(kFull, v.id, o);
     v = better_of(v, other);
   }
+  return v;
+}
+__device__ ArgMax block_argmax(ArgMax v, ArgMax* sh) {
+  v = warp_argmax(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
   __syncthreads();
@@ -261,8 +265,7 @@ struct Row {
   GpuSampleParams p;
 };
 
-/// Steps 1-2 of sampler.h for id i.
-/// Row value i after NaN, bias and penalties, from its raw value x = r.raw[i].
+/// Steps 1-2 of sampler.h for id i: its value after NaN, bias and penalties, from x = r.raw[i].
 __device__ __forceinline__ float processed(const Row& r, int i, float x) {
   if (isnan(x)) x = neg_inf();
   if (r.bias != nullptr) {
@@ -556,6 +559,16 @@ __device__ void write_logprobs(const Row& r, float raw_max, int32_t token, int n
   }
 }
 
+/// Row `row`'s inputs (r.p already set): its logits, bias, and penalty tables when it has them.
+__device__ __forceinline__ void set_row_inputs(Row& r, const GpuSampleArgs& a, int row) {
+  r.vocab = a.vocab;
+  r.raw = a.logits + static_cast<int64_t>(row) * a.vocab;
+  r.bias = a.bias != nullptr ? a.bias + static_cast<int64_t>(row) * a.vocab : nullptr;
+  const bool pen = r.p.counts_row >= 0;
+  r.cnt = pen && a.counts != nullptr ? a.counts + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+  r.seen = pen && a.seen != nullptr ? a.seen + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+}
+
 // ---- greedy rows without logprobs: the argmaxes of pass 1 over many blocks ----
 // A 129k-entry row read by one block took ~54 us (one SM's issue rate); greedy_partial_kernel
 // spreads each plain greedy row over kGreedyChunks blocks, and sample_kernel folds their results
@@ -576,12 +589,7 @@ __global__ void __launch_bounds__(kGreedyThreads) greedy_partial_kernel(GpuSampl
   Row r;
   r.p = a.params[row];
   if (!plain_greedy(r.p)) return;  // block-uniform
-  r.vocab = a.vocab;
-  r.raw = a.logits + static_cast<int64_t>(row) * a.vocab;
-  r.bias = a.bias != nullptr ? a.bias + static_cast<int64_t>(row) * a.vocab : nullptr;
-  const bool pen = r.p.counts_row >= 0;
-  r.cnt = pen && a.counts != nullptr ? a.counts + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
-  r.seen = pen && a.seen != nullptr ? a.seen + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+  set_row_inputs(r, a, row);
   const int per = (a.vocab + kGreedyChunks - 1) / kGreedyChunks;
   const int i0 = chunk * per, i1 = min(a.vocab, i0 + per);
   ArgMax am_x{neg_inf(), -1}, am_raw{neg_inf(), -1};
@@ -591,11 +599,8 @@ __global__ void __launch_bounds__(kGreedyThreads) greedy_partial_kernel(GpuSampl
     const float x = processed(r, i, v);
     if (x != neg_inf()) am_x = better_of(am_x, ArgMax{x, i});
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    am_x = better_of(am_x, ArgMax{__shfl_xor_sync(kFull, am_x.v, o), __shfl_xor_sync(kFull, am_x.id, o)});
-    am_raw = better_of(am_raw, ArgMax{__shfl_xor_sync(kFull, am_raw.v, o), __shfl_xor_sync(kFull, am_raw.id, o)});
-  }
+  am_x = warp_argmax(am_x);
+  am_raw = warp_argmax(am_raw);
   if ((threadIdx.x & 31) == 0) sx[threadIdx.x >> 5] = am_x, sr[threadIdx.x >> 5] = am_raw;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -619,23 +624,15 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(GpuSampleArgs a, float
       am_x = better_of(am_x, g.x);
       am_raw = better_of(am_raw, g.raw);
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      am_x = better_of(am_x, ArgMax{__shfl_xor_sync(kFull, am_x.v, o), __shfl_xor_sync(kFull, am_x.id, o)});
-      am_raw = better_of(am_raw, ArgMax{__shfl_xor_sync(kFull, am_raw.v, o), __shfl_xor_sync(kFull, am_raw.id, o)});
-    }
+    am_x = warp_argmax(am_x);
+    am_raw = warp_argmax(am_raw);
     if (threadIdx.x == 0) {
       a.token[row] = am_x.id >= 0 ? am_x.id : (am_raw.id >= 0 ? am_raw.id : 0);
       if (a.logprob != nullptr) a.logprob[row] = 0.f;
     }
     return;
   }
-  r.vocab = a.vocab;
-  r.raw = a.logits + static_cast<int64_t>(row) * a.vocab;
-  r.bias = a.bias != nullptr ? a.bias + static_cast<int64_t>(row) * a.vocab : nullptr;
-  const bool pen = r.p.counts_row >= 0;
-  r.cnt = pen && a.counts != nullptr ? a.counts + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
-  r.seen = pen && a.seen != nullptr ? a.seen + static_cast<int64_t>(r.p.counts_row) * a.vocab : nullptr;
+  set_row_inputs(r, a, row);
   r.ws = ws_all + static_cast<int64_t>(row) * a.vocab;
   const bool greedy = r.p.temperature < kGreedyT;
 
