@@ -518,6 +518,35 @@ void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
   }
 }
 
+// One kernel reading `mb` MB, as the decode step's weight-streaming kernels do: every probe
+// configuration (cuda_ops.h read_probe) against the copy ceiling, the buffer rotated past L2.
+void bench_read_probes(int mb) {
+  const size_t bytes = size_t(mb) << 20;
+  const int sets = rotation(bytes);
+  std::vector<void*> buf(sets);
+  for (auto& b : buf) b = dalloc(bytes);
+  auto* sink = static_cast<uint32_t*>(dalloc(4));
+  const int sms = 132;
+  auto run = [&](dc::ReadProbe mode, int blocks, int depth, int chunk, const std::string& name) {
+    Row r;
+    r.op = name;
+    r.shape = std::to_string(mb) + "MB";
+    r.m = blocks;
+    r.groups = depth;
+    r.ms = time_graph(std::max(sets, 20),
+                      [&](int i) { OK(dc::read_probe(mode, buf[i % sets], int64_t(bytes), blocks, depth, chunk, sink, g_stream)); });
+    r.bytes = double(bytes);
+    report(r);
+  };
+  for (int bps : {2, 4, 8})
+    for (int depth : {2, 4, 8}) run(dc::ReadProbe::kLdg, bps * sms, depth, 0, "read/ldg");
+  for (int bps : {1, 2})
+    for (auto [chunk, depth] : std::vector<std::pair<int, int>>{{8192, 8}, {16384, 6}, {16384, 12}, {32768, 3}, {32768, 6}})
+      if (chunk * depth * bps <= 200 * 1024) run(dc::ReadProbe::kBulk, bps * sms, depth, chunk, "read/bulk" + std::to_string(chunk / 1024) + "k");
+  for (void* b : buf) CK(cudaFree(b));
+  CK(cudaFree(sink));
+}
+
 int main(int argc, char** argv) {
   if (!dc::device_available()) {
     std::printf("no CUDA device: nothing to measure\n");
@@ -538,6 +567,23 @@ int main(int argc, char** argv) {
   int one_e = 0, one_m = 0;
   if (std::sscanf(only.c_str(), "moe:%d:%d", &one_e, &one_m) == 2) {
     bench_moe_paths(one_e, one_m);
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  if (only == "stream") {  // read-bandwidth probes at the decode kernels' sizes
+    for (int mb : {4, 8, 16, 32, 64}) bench_read_probes(mb);
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  int one_n = 0, one_k = 0;
+  if (std::sscanf(only.c_str(), "fp8one:%d:%d", &one_n, &one_k) == 2) {  // one decode GEMV shape, M = 1, 8
+    bench_fp8("one", one_n, one_k, {1, 8});
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  if (only == "mxdec") {  // the narrow MXFP4 kernel at batch 1: w1 + w3 of 6 experts, then w2
+    bench_mxfp4("expert.w13", 2048, 4096, 12, 1);
+    bench_mxfp4("expert.w2", 4096, 2048, 6, 1);
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }

@@ -256,4 +256,12 @@ bool mxfp4_to_device_layout(uint8_t* w, int64_t bytes, void* stream = nullptr);
 bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint16_t* out,
                            void* stream = nullptr);
 
+// ---- read-bandwidth probes (bench only): one kernel streaming [p, p + bytes) from memory ----
+/// kLdg: `blocks` x 256 threads, `depth` (1, 2, 4, 8) 16-byte loads in flight per thread; kBulk:
+/// `blocks` blocks, each streaming its share through `depth` shared-memory stages of `chunk` bytes
+/// (cp.async.bulk + mbarrier). sink: 4 device bytes, practically never written.
+enum class ReadProbe { kLdg, kBulk };
+bool read_probe(ReadProbe mode, const void* p, int64_t bytes, int blocks, int depth, int chunk, uint32_t* sink,
+                void* stream = nullptr);
+
 }  // namespace deepinfer::cuda

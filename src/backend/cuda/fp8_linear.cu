@@ -6,7 +6,6 @@
 // product is unchanged and every fragment load is one 16-byte access.
 // Scales: one per 128 along K for x, per 128x128 tile for W; each 128-wide K block is
 // accumulated in a fresh fp32 fragment, then added to the result times sx * sw.
-#include <cooperative_groups.h>
 
 #include <algorithm>
 
@@ -17,7 +16,6 @@ namespace deepinfer::cuda {
 using detail::as_stream;
 using detail::check_launch;
 using detail::fail;
-namespace cg = cooperative_groups;
 
 namespace {
 
@@ -30,110 +28,112 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// x fragments: volatile, so the compiler keeps them next to their mma (hoisting a round's x loads
+// ahead of its mma is what made the wider variants spill).
+__device__ __forceinline__ uint4 ld_x16(const uint8_t* p) {
+  uint4 r;
+  asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
 __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
   return f32 ? static_cast<const float*>(s)[i] : detail::e8m0_to_float(static_cast<const uint8_t*>(s)[i]);
 }
 
 // ---------------- decode path: weight streaming, M <= 16 * MT ----------------
-// One launch computes G groups (blockIdx.z; G = 1 for a plain linear): group g multiplies x's
-// columns [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's
-// grouped wo_a in one launch). grid (tile groups, ksplit, G), 8 warps (at most about one wave of
-// blocks: a block runs tile groups x, x + gridDim.x, ...): a tile group is TB tiles of 8
-// weight rows, 8/TB warps per tile; warp slice s = blockIdx.y * (8/TB) + its index in the tile
-// takes K blocks s, s+S, ... (S = ksplit * 8/TB) in order, with the weights of kSkinnyInFlight
-// blocks in flight (2; 4 took 106 registers and measured slower on the H200, wq_b 18.8 vs 17.9
-// us). A tile's warp sums are added in warp order in shared memory; with
-// ksplit > 1 the ksplit blocks of a tile form one thread-block cluster and block 0 adds the
-// blocks' sums in block order through distributed shared memory (no workspace, no second launch).
-// TB, ksplit follow from (G*N, K) and the SM count alone, so a row's sums never depend on M.
-struct SkinnyArgs {
+// One launch computes G groups (G = 1 for a plain linear): group g multiplies x's columns
+// [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's grouped wo_a
+// in one launch). A tile is 8 weight rows of one group; its K blocks (128 wide) are split over
+// `wpt` warps in contiguous runs of `per` blocks (both from K alone), and a block holds `tpb`
+// tiles (wpt * tpb <= 8 warps), so the grid is one block per tpb tiles: many short blocks, as the
+// read probes (read_probe.cu) stream fastest. A warp loads the weights of up to kGemvRound K blocks
+// at once (8 x 16 bytes per lane in flight), the first round before the PDL wait (weights are no
+// kernel's output), then per K block 4 mma (lane (g, t) takes bytes t*16.. and 64 + t*16.. of row
+// g, A the same bytes of its x rows) into a fresh fragment added times sx * sw. A tile's warp sums
+// are added in warp order (fixed by K), so a row's result never depends on M.
+struct GemvArgs {
   const uint8_t* xq;
   const float* xs;
   int64_t ldx, ldxs;  // x row stride (bytes), scale row stride (floats)
   const uint8_t* w;
   const void* wsc;
   bool wsc_f32;
-  int M, N, K;  // per group
+  int M, N, K, G;  // N, K per group
   float* y;
   int64_t ldy;
 };
 
-constexpr int kPrefetchChunk = 4096;  // bytes per L2 bulk prefetch
-constexpr int kSkinnyInFlight = 2;  // K blocks (1 KB of weights each per warp) in flight per warp
+constexpr int kGemvRound = 2;  // K blocks per warp and round (weights of all of them in flight)
 
-// One tile group (TB tiles of 8 weight rows, column block `tx` of group `grp`): the K loop of every
-// warp, the fixed-order warp sums, and with a split K the cluster's sum (see above).
-template <int MT, int TB>
-__device__ __forceinline__ void skinny_tile_group(const SkinnyArgs& a, int tx, int grp, float (&red)[8][MT * 16][8],
-                                                  float (&part)[TB][MT * 16][8]) {
-  constexpr int WK = 8 / TB, U = kSkinnyInFlight;
+template <int MT, bool kLow8>
+__global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_kernel(GemvArgs a, int wpt, int per) {
+  __shared__ float red[8][MT * 16][8];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int tile = warp / WK, M = a.M, K = a.K;
-  const int n0 = (tx * TB + tile) * 8, wn0 = grp * a.N + n0;
-  const int nkb = K / 128;
-  const int S = gridDim.y * WK, s0 = blockIdx.y * WK + warp % WK;
-  const int mine = s0 < nkb ? (nkb - s0 + S - 1) / S : 0;  // this warp's K blocks s0, s0 + S, ...
-  const uint8_t* xq = a.xq + int64_t(grp) * K;
-  const float* xs = a.xs + int64_t(grp) * nkb;
-  const uint8_t* wrow = a.w + int64_t(wn0 + g) * K + t * 16;
-  const int64_t wsrow = int64_t(wn0 / 128) * nkb;
+  const int tpb = int(blockDim.x >> 5) / wpt, tl = warp / wpt, ws = warp % wpt;
+  const int tiles = a.N / 8, tile = blockIdx.x * tpb + tl;
+  const bool live = tile < a.G * tiles;
+  const int grp = live ? tile / tiles : 0, n0 = live ? tile % tiles * 8 : 0;
+  const int nkb = a.K / 128, kb0 = ws * per, kb1 = live ? min(nkb, kb0 + per) : 0;
+  const uint8_t* wrow = a.w + (int64_t(grp) * a.N + n0 + g) * a.K + t * 16;
+  const int wsrow = (grp * a.N + n0) / 128 * nkb;
+  uint4 wv[kGemvRound][2];
+  auto load_round = [&](int r0) {
+#pragma unroll
+    for (int u = 0; u < kGemvRound; ++u)
+      if (r0 + u < kb1) {
+        const uint8_t* p = wrow + (r0 + u) * 128;
+        wv[u][0] = detail::ldg_nc_v4(p);
+        wv[u][1] = detail::ldg_nc_v4(p + 64);
+      }
+  };
+  load_round(kb0);
+  detail::pdl_wait();
+  detail::pdl_trigger();
+  // x rows of this lane as 32-bit offsets (rows past M read row M - 1 and are never stored)
+  const uint8_t* xb = a.xq + int64_t(grp) * a.K + t * 16;
+  const float* xsb = a.xs + int64_t(grp) * nkb;
+  int xo[MT][2], xso[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = min(mt * 16 + g + 8 * h, a.M - 1);
+      xo[mt][h] = r * int(a.ldx);
+      xso[mt][h] = r * int(a.ldxs);
+    }
   float acc[MT][4];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
-
-  uint4 wc[U][2];
+#pragma unroll 1
+  for (int r0 = kb0; r0 < kb1; r0 += kGemvRound) {
+    if (r0 != kb0) load_round(r0);
 #pragma unroll
-  for (int u = 0; u < U; ++u) {
-    wc[u][0] = wc[u][1] = make_uint4(0, 0, 0, 0);
-    if (u < mine) {
-      const uint8_t* p = wrow + (s0 + u * S) * 128;
-      wc[u][0] = detail::ldg_nc_v4(p);
-      wc[u][1] = detail::ldg_nc_v4(p + 64);
-    }
-  }
-  detail::pdl_wait();  // no-op after the first call
-  detail::pdl_trigger();
-  for (int i0 = 0; i0 < mine; i0 += U) {
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int i = i0 + u;
-      if (i >= mine) break;
-      const int kb = s0 + i * S;
-      const uint4 w0 = wc[u][0], w1 = wc[u][1];
-      if (i + U < mine) {  // refill this slot with the warp's block U ahead
-        const uint8_t* p = wrow + (kb + U * S) * 128;
-        wc[u][0] = detail::ldg_nc_v4(p);
-        wc[u][1] = detail::ldg_nc_v4(p + 64);
-      }
+    for (int u = 0; u < kGemvRound; ++u) {
+      const int kb = r0 + u;
+      if (kb >= kb1) break;
       const float sw = wscale(a.wsc, a.wsc_f32, wsrow + kb);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
-        const int r0 = mt * 16 + g, r1 = r0 + 8;
-        uint4 a00 = make_uint4(0, 0, 0, 0), a01 = a00, a10 = a00, a11 = a00;
-        float x0 = 0.f, x1 = 0.f;
-        if (r0 < M) {
-          const uint8_t* p = xq + int64_t(r0) * a.ldx + kb * 128 + t * 16;
-          a00 = *reinterpret_cast<const uint4*>(p);
-          a01 = *reinterpret_cast<const uint4*>(p + 64);
-          x0 = xs[int64_t(r0) * a.ldxs + kb];
-        }
-        if (r1 < M) {
-          const uint8_t* p = xq + int64_t(r1) * a.ldx + kb * 128 + t * 16;
-          a10 = *reinterpret_cast<const uint4*>(p);
-          a11 = *reinterpret_cast<const uint4*>(p + 64);
-          x1 = xs[int64_t(r1) * a.ldxs + kb];
+        const uint4 a00 = ld_x16(xb + xo[mt][0] + kb * 128), a01 = ld_x16(xb + xo[mt][0] + kb * 128 + 64);
+        const float x0 = xsb[xso[mt][0] + kb] * sw;
+        uint4 a10 = make_uint4(0, 0, 0, 0), a11 = a10;
+        float x1 = 0.f;
+        if (!kLow8) {
+          a10 = ld_x16(xb + xo[mt][1] + kb * 128);
+          a11 = ld_x16(xb + xo[mt][1] + kb * 128 + 64);
+          x1 = xsb[xso[mt][1] + kb] * sw;
         }
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, w0.x, w0.y);
-        mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, w0.z, w0.w);
-        mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, w1.x, w1.y);
-        mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, w1.z, w1.w);
-        acc[mt][0] = fmaf(c[0], x0 * sw, acc[mt][0]);
-        acc[mt][1] = fmaf(c[1], x0 * sw, acc[mt][1]);
-        acc[mt][2] = fmaf(c[2], x1 * sw, acc[mt][2]);
-        acc[mt][3] = fmaf(c[3], x1 * sw, acc[mt][3]);
+        mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, wv[u][0].x, wv[u][0].y);
+        mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, wv[u][0].z, wv[u][0].w);
+        mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, wv[u][1].x, wv[u][1].y);
+        mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, wv[u][1].z, wv[u][1].w);
+        acc[mt][0] = fmaf(c[0], x0, acc[mt][0]);
+        acc[mt][1] = fmaf(c[1], x0, acc[mt][1]);
+        acc[mt][2] = fmaf(c[2], x1, acc[mt][2]);
+        acc[mt][3] = fmaf(c[3], x1, acc[mt][3]);
       }
     }
   }
@@ -141,90 +141,35 @@ __device__ __forceinline__ void skinny_tile_group(const SkinnyArgs& a, int tx, i
   for (int mt = 0; mt < MT; ++mt) {
     red[warp][mt * 16 + g][2 * t] = acc[mt][0];
     red[warp][mt * 16 + g][2 * t + 1] = acc[mt][1];
-    red[warp][mt * 16 + g + 8][2 * t] = acc[mt][2];
-    red[warp][mt * 16 + g + 8][2 * t + 1] = acc[mt][3];
+    if (!kLow8) {
+      red[warp][mt * 16 + g + 8][2 * t] = acc[mt][2];
+      red[warp][mt * 16 + g + 8][2 * t + 1] = acc[mt][3];
+    }
   }
   __syncthreads();
-  constexpr int kOut = MT * 16 * 8;  // outputs per tile
-  float* yg = a.y + int64_t(grp) * a.N + int64_t(tx) * TB * 8;
-  const bool split = gridDim.y > 1;
-  for (int i = threadIdx.x; i < TB * kOut; i += 256) {
-    const int tl = i / kOut, r = i % kOut / 8, c = i % 8;
-    if (r >= M) continue;
+  const int rows = min(a.M, kLow8 ? 8 : MT * 16);
+  for (int i = threadIdx.x; i < tpb * rows * 8; i += blockDim.x) {
+    const int tq = i / (rows * 8), r = i % (rows * 8) / 8, c = i % 8;
+    const int tile_q = blockIdx.x * tpb + tq;
+    if (tile_q >= a.G * tiles) continue;
     float s = 0.f;
-#pragma unroll
-    for (int k = 0; k < WK; ++k) s += red[tl * WK + k][r][c];  // fixed order
-    if (split) {
-      part[tl][r][c] = s;
-    } else {
-      yg[int64_t(r) * a.ldy + tl * 8 + c] = s;
-    }
+    for (int k = 0; k < wpt; ++k) s += red[tq * wpt + k][r][c];  // fixed order
+    a.y[int64_t(r) * a.ldy + int64_t(tile_q / tiles) * a.N + tile_q % tiles * 8 + c] = s;
   }
-  if (!split) {
-    __syncthreads();  // red[] is read before the next tile group writes it
-    return;
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every block's part[] written
-  if (blockIdx.y == 0) {
-    for (int i = threadIdx.x; i < TB * kOut; i += 256) {
-      const int tl = i / kOut, r = i % kOut / 8, c = i % 8;
-      if (r >= M) continue;
-      float s = 0.f;
-      for (int k = 0; k < int(gridDim.y); ++k) s += cluster.map_shared_rank(&part[0][0][0], k)[i];  // fixed order
-      yg[int64_t(r) * a.ldy + tl * 8 + c] = s;
-    }
-  }
-  cluster.sync();  // block 0 has read every part[] before any block exits
 }
 
-
-// grid (min(tile groups, about one wave), ksplit, G). Before waiting for the kernel it depends on
-// (pdl_entry), a block prefetches into L2 the weights of every tile group it will run (its share
-// of them when K is split) and loads its first K blocks: the weights are no kernel's output, so
-// with programmatic dependent launch they stream in while the previous kernel drains. With more
-// tile groups than blocks (ksplit is then 1) a block runs groups tx, tx + gridDim.x, ...
-template <int MT, int TB>
-__global__ void __launch_bounds__(256) fp8_skinny_kernel(SkinnyArgs a, int tile_groups) {
-  __shared__ float red[8][MT * 16][8];
-  __shared__ float part[TB][MT * 16][8];
-  const int grp = blockIdx.z;
-  if (threadIdx.x < 32) {
-    const int64_t total = int64_t(TB) * 8 * a.K;  // one tile group's rows, contiguous
-    const int64_t per = (total / 128 + gridDim.y - 1) / gridDim.y * 128, from = blockIdx.y * per;
-    const int64_t bytes = from < total ? (total - from < per ? total - from : per) : 0;
-    for (int tx = blockIdx.x; tx < tile_groups; tx += gridDim.x) {
-      const uint8_t* base = a.w + int64_t(grp * a.N + tx * TB * 8) * a.K + from;
-      for (int64_t off = int64_t(threadIdx.x) * kPrefetchChunk; off < bytes; off += 32 * kPrefetchChunk)
-        detail::prefetch_l2(base + off, static_cast<uint32_t>(bytes - off < kPrefetchChunk ? bytes - off : kPrefetchChunk));
-    }
-  }
-#pragma unroll 1
-  for (int tx = blockIdx.x; tx < tile_groups; tx += gridDim.x) skinny_tile_group<MT, TB>(a, tx, grp, red, part);
-}
-
-constexpr int kMaxCluster = 8;  // portable thread-block cluster size
-constexpr int kSkinnyBlocksPerSm = 2;  // resident blocks of 256 threads at 74-110 registers
-
-// Tiles per block and blocks per tile along K, from the shape and the SM count alone (never M):
-// about one wave of blocks (on the H200 a second wave cost more than it gained: shared.w1
-// 2048x4096 split over 512 blocks took 8.9 us, over 256 blocks 6.1 us). Few tiles: split K over
-// a cluster up to one wave (each warp keeps >= 1 K block); many tiles: several tiles per block.
-struct SkinnyPlan {
-  int tb = 1, ksplit = 1;
+// Warps per tile and K blocks per warp, from K alone: runs of kGemvRound blocks over up to 8
+// warps, longer runs (several rounds) beyond 8 * kGemvRound blocks.
+struct GemvPlan {
+  int wpt = 1, per = 1, tpb = 1;
 };
-SkinnyPlan skinny_plan(int64_t tiles, int64_t nkb, int sms) {
-  const int64_t wave = int64_t(sms) * kSkinnyBlocksPerSm;
-  SkinnyPlan p;
-  if (tiles <= wave) {
-    p.ksplit = static_cast<int>(std::max<int64_t>(
-        1, std::min<int64_t>(std::min<int64_t>(wave / tiles, kMaxCluster), std::max<int64_t>(nkb / 8, 1))));
-  } else {
-    while (p.tb < 8 && tiles / p.tb > wave) p.tb *= 2;
-  }
+GemvPlan gemv_plan(int nkb) {
+  GemvPlan p;
+  p.wpt = std::clamp((nkb + kGemvRound - 1) / kGemvRound, 1, 8);
+  p.per = (nkb + p.wpt - 1) / p.wpt;
+  p.tpb = 8 / p.wpt;
   return p;
 }
-
 
 // ---------------- prefill path: 128x128x128 tiles, 3-stage cp.async ----------------
 constexpr int kBM = 128, kBN = 128, kBK = 128, kStages = 3, kLds = 192;  // row stride 192 B: conflict-free
@@ -352,38 +297,21 @@ size_t fp8_linear_workspace_bytes(int64_t, int64_t, int64_t) { return 0; }
 
 namespace {
 
-template <int MT>
-cudaError_t launch_skinny_mt(const cudaLaunchConfig_t& cfg, int tb, const SkinnyArgs& a, int tile_groups) {
-  switch (tb) {
-    case 1: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 1>, a, tile_groups);
-    case 2: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 2>, a, tile_groups);
-    case 4: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 4>, a, tile_groups);
-    default: return cudaLaunchKernelEx(&cfg, fp8_skinny_kernel<MT, 8>, a, tile_groups);
-  }
+template <int MT, bool kLow8>
+void launch_gemv_mt(dim3 grid, dim3 block, cudaStream_t s, const GemvArgs& a, const GemvPlan& p) {
+  detail::launch_pdl(fp8_gemv_kernel<MT, kLow8>, grid, block, 0, s, a, p.wpt, p.per);
 }
 
-bool launch_skinny(const SkinnyArgs& a, int groups, void* stream) {
-  const SkinnyPlan p = skinny_plan(int64_t(a.N / 8) * groups, a.K / 128, detail::sm_count());
-  // At most about one wave of blocks: each runs its tile groups in turn (ksplit is 1 whenever
-  // there are more tile groups than that).
-  const int64_t tile_groups = a.N / 8 / p.tb;
-  const int64_t wave = int64_t(detail::sm_count()) * kSkinnyBlocksPerSm;
-  const int64_t blocks_x = p.ksplit > 1 ? tile_groups : std::min<int64_t>(tile_groups, (wave + groups - 1) / groups);
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks_x), static_cast<unsigned>(p.ksplit), static_cast<unsigned>(groups));
-  cfg.blockDim = dim3(256);
-  cfg.stream = as_stream(stream);
-  cudaLaunchAttribute attr[2];
-  attr[0] = detail::pdl_attribute();
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = 1, attr[1].val.clusterDim.y = static_cast<unsigned>(p.ksplit);
-  attr[1].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = p.ksplit > 1 ? 2 : 1;
-  const cudaError_t e = a.M <= 16   ? launch_skinny_mt<1>(cfg, p.tb, a, static_cast<int>(tile_groups))
-                        : a.M <= 32 ? launch_skinny_mt<2>(cfg, p.tb, a, static_cast<int>(tile_groups))
-                                    : launch_skinny_mt<4>(cfg, p.tb, a, static_cast<int>(tile_groups));
-  return detail::check(e, "fp8_skinny_kernel");
+bool launch_skinny(const GemvArgs& a, void* stream) {
+  const GemvPlan p = gemv_plan(a.K / 128);
+  const int64_t tiles = int64_t(a.G) * (a.N / 8);
+  const dim3 grid(static_cast<unsigned>((tiles + p.tpb - 1) / p.tpb)), block(32 * p.wpt * p.tpb);
+  const cudaStream_t s = as_stream(stream);
+  if (a.M <= 8) launch_gemv_mt<1, true>(grid, block, s, a, p);
+  else if (a.M <= 16) launch_gemv_mt<1, false>(grid, block, s, a, p);
+  else if (a.M <= 32) launch_gemv_mt<2, false>(grid, block, s, a, p);
+  else launch_gemv_mt<4, false>(grid, block, s, a, p);
+  return check_launch("fp8_gemv_kernel");
 }
 
 }  // namespace
@@ -393,9 +321,9 @@ bool fp8_linear_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8W
   if (!check_shapes("fp8_linear_skinny", M, w)) return false;
   if (M > 64) return fail("fp8_linear_skinny: M > 64");
   if (M == 0) return true;
-  const SkinnyArgs a{xq, xs, w.k, w.k / 128, w.data, w.scale, w.scale_is_f32,
-                     static_cast<int>(M), static_cast<int>(w.n), static_cast<int>(w.k), y, w.n};
-  return launch_skinny(a, 1, stream);
+  const GemvArgs a{xq, xs, w.k, w.k / 128, w.data, w.scale, w.scale_is_f32,
+                   static_cast<int>(M), static_cast<int>(w.n), static_cast<int>(w.k), 1, y, w.n};
+  return launch_skinny(a, stream);
 }
 
 bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,
@@ -405,9 +333,9 @@ bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, co
   if (groups < 1 || w.n % (int64_t(groups) * 128)) return fail("fp8_linear_grouped_skinny: N / groups must be a multiple of 128");
   if (M == 0) return true;
   const int64_t n = w.n / groups;
-  const SkinnyArgs a{xq, xs, w.k * groups, w.k / 128 * groups, w.data, w.scale, w.scale_is_f32,
-                     static_cast<int>(M), static_cast<int>(n), static_cast<int>(w.k), y, w.n};
-  return launch_skinny(a, groups, stream);
+  const GemvArgs a{xq, xs, w.k * groups, w.k / 128 * groups, w.data, w.scale, w.scale_is_f32,
+                   static_cast<int>(M), static_cast<int>(n), static_cast<int>(w.k), groups, y, w.n};
+  return launch_skinny(a, stream);
 }
 
 bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* stream) {
