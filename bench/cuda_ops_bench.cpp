@@ -543,6 +543,9 @@ void bench_read_probes(int mb) {
   for (int bps : {1, 2})
     for (auto [chunk, depth] : std::vector<std::pair<int, int>>{{8192, 8}, {16384, 6}, {16384, 12}, {32768, 3}, {32768, 6}})
       if (chunk * depth * bps <= 200 * 1024) run(dc::ReadProbe::kBulk, bps * sms, depth, chunk, "read/bulk" + std::to_string(chunk / 1024) + "k");
+  for (int row : {1024, 4096})
+    for (int bps : {2, 4, 8})
+      for (int depth : {2, 4, 8}) run(dc::ReadProbe::kRows, bps * sms, depth, row, "read/rows" + std::to_string(row));
   for (void* b : buf) CK(cudaFree(b));
   CK(cudaFree(sink));
 }
@@ -571,7 +574,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (only == "stream") {  // read-bandwidth probes at the decode kernels' sizes
-    for (int mb : {4, 8, 16, 32, 64}) bench_read_probes(mb);
+    for (int mb : {8, 32}) bench_read_probes(mb);
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }

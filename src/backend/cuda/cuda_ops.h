@@ -259,8 +259,10 @@ bool dequant_mxfp4_to_bf16(const uint8_t* w, const uint8_t* scale, int64_t N, in
 // ---- read-bandwidth probes (bench only): one kernel streaming [p, p + bytes) from memory ----
 /// kLdg: `blocks` x 256 threads, `depth` (1, 2, 4, 8) 16-byte loads in flight per thread; kBulk:
 /// `blocks` blocks, each streaming its share through `depth` shared-memory stages of `chunk` bytes
-/// (cp.async.bulk + mbarrier). sink: 4 device bytes, practically never written.
-enum class ReadProbe { kLdg, kBulk };
+/// (cp.async.bulk + mbarrier); kRows: the fp8 GEMV's loads (rows of `chunk` bytes, 8 per warp,
+/// 8 x 64 B per instruction), `depth` (1..8) K blocks of 128 B at a time. sink: 4 device bytes,
+/// practically never written.
+enum class ReadProbe { kLdg, kBulk, kRows };
 bool read_probe(ReadProbe mode, const void* p, int64_t bytes, int blocks, int depth, int chunk, uint32_t* sink,
                 void* stream = nullptr);
 

@@ -44,13 +44,13 @@ __device__ __forceinline__ float wscale(const void* s, bool f32, int64_t i) {
 // One launch computes G groups (G = 1 for a plain linear): group g multiplies x's columns
 // [g*K, (g+1)*K) by weight rows [g*N, (g+1)*N) into y's columns [g*N, (g+1)*N) (V4's grouped wo_a
 // in one launch). A tile is 8 weight rows of one group; its K blocks (128 wide) are split over
-// `wpt` warps in contiguous runs of `per` blocks (both from K alone), and a block holds `tpb`
-// tiles (wpt * tpb <= 8 warps), so the grid is one block per tpb tiles: many short blocks, as the
-// read probes (read_probe.cu) stream fastest. A warp loads the weights of up to kGemvRound K blocks
-// at once (8 x 16 bytes per lane in flight), the first round before the PDL wait (weights are no
-// kernel's output), then per K block 4 mma (lane (g, t) takes bytes t*16.. and 64 + t*16.. of row
-// g, A the same bytes of its x rows) into a fresh fragment added times sx * sw. A tile's warp sums
-// are added in warp order (fixed by K), so a row's result never depends on M.
+// `wpt` warps in contiguous runs of `per` blocks, and a block holds `tpb` tiles (wpt * tpb = 8
+// warps). A warp streams its run in rounds of 2 K blocks (4 x 16 bytes per lane), the next round's
+// loads issued before the current one's mma (two register sets), the first round before the PDL
+// wait (weights are no kernel's output). Per K block, 4 mma (lane (g, t) takes bytes t*16.. and
+// 64 + t*16.. of weight row g, A the same bytes of its x rows) into a fresh fragment, added times
+// sx * sw. A tile's warp sums are added in warp order. wpt and per follow from (G*N, K) alone
+// (gemv_plan), so a row's result never depends on M.
 struct GemvArgs {
   const uint8_t* xq;
   const float* xs;
@@ -63,30 +63,27 @@ struct GemvArgs {
   int64_t ldy;
 };
 
-constexpr int kGemvRound = 2;  // K blocks per warp and round (weights of all of them in flight)
-
 template <int MT, bool kLow8>
-__global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_kernel(GemvArgs a, int wpt, int per) {
+__global__ void __launch_bounds__(256, MT == 4 ? 1 : 2) fp8_gemv_kernel(GemvArgs a, int wpt, int per) {
   __shared__ float red[8][MT * 16][8];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int tpb = int(blockDim.x >> 5) / wpt, tl = warp / wpt, ws = warp % wpt;
+  const int tpb = 8 / wpt, tl = warp / wpt, ws = warp % wpt;
   const int tiles = a.N / 8, tile = blockIdx.x * tpb + tl;
   const bool live = tile < a.G * tiles;
   const int grp = live ? tile / tiles : 0, n0 = live ? tile % tiles * 8 : 0;
   const int nkb = a.K / 128, kb0 = ws * per, kb1 = live ? min(nkb, kb0 + per) : 0;
   const uint8_t* wrow = a.w + (int64_t(grp) * a.N + n0 + g) * a.K + t * 16;
   const int wsrow = (grp * a.N + n0) / 128 * nkb;
-  uint4 wv[kGemvRound][2];
-  auto load_round = [&](int r0) {
+  auto load = [&](uint4 (&w)[2][2], int kb) {
 #pragma unroll
-    for (int u = 0; u < kGemvRound; ++u)
-      if (r0 + u < kb1) {
-        const uint8_t* p = wrow + (r0 + u) * 128;
-        wv[u][0] = detail::ldg_nc_v4(p);
-        wv[u][1] = detail::ldg_nc_v4(p + 64);
+    for (int u = 0; u < 2; ++u)
+      if (kb + u < kb1) {
+        w[u][0] = detail::ldg_nc_v4(wrow + (kb + u) * 128);
+        w[u][1] = detail::ldg_nc_v4(wrow + (kb + u) * 128 + 64);
       }
   };
-  load_round(kb0);
+  uint4 wa[2][2], wb[2][2];
+  load(wa, kb0);
   detail::pdl_wait();
   detail::pdl_trigger();
   // x rows of this lane as 32-bit offsets (rows past M read row M - 1 and are never stored)
@@ -106,12 +103,10 @@ __global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_k
   for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int i = 0; i < 4; ++i) acc[mt][i] = 0.f;
-#pragma unroll 1
-  for (int r0 = kb0; r0 < kb1; r0 += kGemvRound) {
-    if (r0 != kb0) load_round(r0);
+  auto compute = [&](const uint4 (&w)[2][2], int kb0r) {
 #pragma unroll
-    for (int u = 0; u < kGemvRound; ++u) {
-      const int kb = r0 + u;
+    for (int u = 0; u < 2; ++u) {
+      const int kb = kb0r + u;
       if (kb >= kb1) break;
       const float sw = wscale(a.wsc, a.wsc_f32, wsrow + kb);
 #pragma unroll
@@ -126,16 +121,23 @@ __global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_k
           x1 = xsb[xso[mt][1] + kb] * sw;
         }
         float c[4] = {0.f, 0.f, 0.f, 0.f};
-        mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, wv[u][0].x, wv[u][0].y);
-        mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, wv[u][0].z, wv[u][0].w);
-        mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, wv[u][1].x, wv[u][1].y);
-        mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, wv[u][1].z, wv[u][1].w);
+        mma_e4m3(c, a00.x, a10.x, a00.y, a10.y, w[u][0].x, w[u][0].y);
+        mma_e4m3(c, a00.z, a10.z, a00.w, a10.w, w[u][0].z, w[u][0].w);
+        mma_e4m3(c, a01.x, a11.x, a01.y, a11.y, w[u][1].x, w[u][1].y);
+        mma_e4m3(c, a01.z, a11.z, a01.w, a11.w, w[u][1].z, w[u][1].w);
         acc[mt][0] = fmaf(c[0], x0, acc[mt][0]);
         acc[mt][1] = fmaf(c[1], x0, acc[mt][1]);
         acc[mt][2] = fmaf(c[2], x1, acc[mt][2]);
         acc[mt][3] = fmaf(c[3], x1, acc[mt][3]);
       }
     }
+  };
+#pragma unroll 1
+  for (int r = kb0; r < kb1; r += 4) {  // two rounds per pass: wa holds round r, wb round r + 2
+    load(wb, r + 2);
+    compute(wa, r);
+    load(wa, r + 4);
+    compute(wb, r + 2);
   }
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
@@ -148,7 +150,7 @@ __global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_k
   }
   __syncthreads();
   const int rows = min(a.M, kLow8 ? 8 : MT * 16);
-  for (int i = threadIdx.x; i < tpb * rows * 8; i += blockDim.x) {
+  for (int i = threadIdx.x; i < tpb * rows * 8; i += 256) {
     const int tq = i / (rows * 8), r = i % (rows * 8) / 8, c = i % 8;
     const int tile_q = blockIdx.x * tpb + tq;
     if (tile_q >= a.G * tiles) continue;
@@ -158,16 +160,17 @@ __global__ void __launch_bounds__(256, kLow8 ? 3 : (MT == 4 ? 1 : 2)) fp8_gemv_k
   }
 }
 
-// Warps per tile and K blocks per warp, from K alone: runs of kGemvRound blocks over up to 8
-// warps, longer runs (several rounds) beyond 8 * kGemvRound blocks.
+// Warps per tile (1, 2, 4 or 8) and K blocks per warp, from the shape alone: the fewest warps per
+// tile that still give about 4096 warps in all (a wave of blocks on the H200 at 24-32 warps per
+// SM), each with at least 2 K blocks; long runs amortise a warp's set-up (the read probes' rate
+// needs few instructions per byte), split runs keep small shapes spread over the SMs.
 struct GemvPlan {
-  int wpt = 1, per = 1, tpb = 1;
+  int wpt = 1, per = 1;
 };
-GemvPlan gemv_plan(int nkb) {
+GemvPlan gemv_plan(int64_t tiles, int nkb) {
   GemvPlan p;
-  p.wpt = std::clamp((nkb + kGemvRound - 1) / kGemvRound, 1, 8);
+  while (p.wpt < 8 && tiles * p.wpt < 4096 && nkb >= 4 * p.wpt) p.wpt *= 2;
   p.per = (nkb + p.wpt - 1) / p.wpt;
-  p.tpb = 8 / p.wpt;
   return p;
 }
 
@@ -303,9 +306,10 @@ void launch_gemv_mt(dim3 grid, dim3 block, cudaStream_t s, const GemvArgs& a, co
 }
 
 bool launch_skinny(const GemvArgs& a, void* stream) {
-  const GemvPlan p = gemv_plan(a.K / 128);
   const int64_t tiles = int64_t(a.G) * (a.N / 8);
-  const dim3 grid(static_cast<unsigned>((tiles + p.tpb - 1) / p.tpb)), block(32 * p.wpt * p.tpb);
+  const GemvPlan p = gemv_plan(tiles, a.K / 128);
+  const int tpb = 8 / p.wpt;
+  const dim3 grid(static_cast<unsigned>((tiles + tpb - 1) / tpb)), block(256);
   const cudaStream_t s = as_stream(stream);
   if (a.M <= 8) launch_gemv_mt<1, true>(grid, block, s, a, p);
   else if (a.M <= 16) launch_gemv_mt<1, false>(grid, block, s, a, p);

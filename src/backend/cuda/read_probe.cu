@@ -36,6 +36,34 @@ __global__ void __launch_bounds__(256) ldg_probe_kernel(const uint4* __restrict_
   if (acc == 0x9e3779b9u) sink[0] = acc;  // keeps the loads; practically never stores
 }
 
+// The fp8 GEMV's pattern: rows of `row_bytes`; warp w of the grid takes 8 rows (a tile) and per
+// K block of 128 bytes lane (g, t) loads row g's bytes t*16 and 64 + t*16 (8 rows x 64 B per
+// instruction), `depth` K blocks at a time.
+__global__ void __launch_bounds__(256) rows_probe_kernel(const uint8_t* __restrict__ p, int64_t bytes, int row_bytes,
+                                                         int depth, uint32_t* sink) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int64_t warps = int64_t(gridDim.x) * 8, tiles = bytes / (int64_t(row_bytes) * 8);
+  const int nkb = row_bytes / 128;
+  uint32_t acc = 0;
+  for (int64_t tile = blockIdx.x * 8 + (threadIdx.x >> 5); tile < tiles; tile += warps) {
+    const uint8_t* r = p + (tile * 8 + g) * row_bytes + t * 16;
+    for (int kb = 0; kb < nkb; kb += depth) {
+      uint4 v[8][2];
+#pragma unroll
+      for (int u = 0; u < 8; ++u)
+        if (u < depth && kb + u < nkb) {
+          v[u][0] = detail::ldg_nc_v4(r + (kb + u) * 128);
+          v[u][1] = detail::ldg_nc_v4(r + (kb + u) * 128 + 64);
+        } else {
+          v[u][0] = v[u][1] = make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) acc ^= v[u][0].x ^ v[u][1].w;
+    }
+  }
+  if (acc == 0x9e3779b9u) sink[0] = acc;
+}
+
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
 }
@@ -104,6 +132,12 @@ bool read_probe(ReadProbe mode, const void* p, int64_t bytes, int blocks, int de
       default: return fail("read_probe: ldg depth must be 1, 2, 4 or 8");
     }
     return check_launch("ldg_probe_kernel");
+  }
+  if (mode == ReadProbe::kRows) {
+    if (chunk < 128 || chunk % 128 || bytes % (int64_t(chunk) * 8) || depth < 1 || depth > 8)
+      return fail("read_probe: rows need chunk (the row) a multiple of 128, depth 1..8");
+    rows_probe_kernel<<<blocks, 256, 0, s>>>(static_cast<const uint8_t*>(p), bytes, chunk, depth, sink);
+    return check_launch("rows_probe_kernel");
   }
   if (chunk < 1024 || chunk % 1024 || depth < 1 || depth > 32 || int64_t(chunk) * depth > 200 * 1024)
     return fail("read_probe: bulk chunk must be a multiple of 1 KB, depth 1..32, at most 200 KB in all");
