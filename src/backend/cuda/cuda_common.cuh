@@ -56,20 +56,13 @@ __device__ __forceinline__ void pdl_trigger() {
 /// start of every grid took the EP slice at batch 256 from 34.4 to 35.1 ms (without any trigger:
 /// 33.7) while it took v4-flash-4 at batch 1 from 1.26 to 1.16 ms. At batch 256 most kernels are
 /// one block per token: their dependents, launched early, sit on the SMs beside them. The fp8
-/// GEMV (decode up to 64 rows, one wave of blocks) triggers itself.
+/// GEMV (decode up to 64 rows) triggers itself once its first weights are loaded, at any grid size.
 __device__ __forceinline__ void pdl_entry() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   pdl_wait();
   uint32_t sms;
   asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
   if (gridDim.x * gridDim.y * gridDim.z <= sms) pdl_trigger();
-#endif
-}
-
-/// Bulk prefetch of [p, p + bytes) into L2 (SM90; p and bytes multiples of 16).
-__device__ __forceinline__ void prefetch_l2(const void* p, uint32_t bytes) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"(bytes) : "memory");
 #endif
 }
 

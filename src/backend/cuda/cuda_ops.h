@@ -86,10 +86,10 @@ struct Fp8Weight {
   int64_t n = 0, k = 0;
 };
 /// Workspace bytes fp8_linear needs for these shapes: 0 today (the decode path's split-K sums
-/// meet in distributed shared memory); kept so callers need not change if a path needs one.
+/// meet in shared memory within a block); kept so callers need not change if a path needs one.
 size_t fp8_linear_workspace_bytes(int64_t M, int64_t N, int64_t K);
-/// Picks the decode path (M <= 64: weight-streaming, split-K with a fixed split (from N, K and
-/// the SM count, never M) over one thread-block cluster, fixed-order sums) or the tiled path
+/// Picks the decode path (M <= 64: weight-streaming GEMV, a tile's K blocks split over up to 8
+/// warps of one block by a split fixed by the shape (never M), fixed-order sums) or the tiled path
 /// (M > 64: 128x128x128 tiles, 3-stage cp.async pipeline).
 bool fp8_linear(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* workspace,
                 void* stream = nullptr);
