@@ -161,8 +161,8 @@ __global__ void __launch_bounds__(256, MT == 4 ? 1 : 2) fp8_gemv_kernel(GemvArgs
 }
 
 // Warps per tile (1, 2, 4 or 8) and K blocks per warp, from the shape alone: the fewest warps per
-// tile that still give about 4096 warps in all (a wave of blocks on the H200 at 24-32 warps per
-// SM), each with at least 2 K blocks; long runs amortise a warp's set-up (the read probes' rate
+// tile that still give about 4096 warps in all (about two waves on the H200 at 2 blocks of 8 warps
+// per SM), each with at least 2 K blocks; long runs amortise a warp's set-up (the read probes' rate
 // needs few instructions per byte), split runs keep small shapes spread over the SMs.
 struct GemvPlan {
   int wpt = 1, per = 1;

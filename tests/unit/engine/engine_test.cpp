@@ -9,11 +9,15 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine_test_util.h"
 #include "engine/offline.h"
 #include "loader/safetensors.h"
 
 namespace deepinfer {
 namespace {
+
+using engine_test::make_req;
+using engine_test::prompt_of;
 
 const std::string kModel = std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b";
 
@@ -52,25 +56,6 @@ std::vector<std::string> finish_order(std::vector<std::pair<int64_t, std::string
   std::vector<std::string> order;
   for (const auto& f : finished) order.push_back(f.second);
   return order;
-}
-
-EngineRequest make_req(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens, float temperature = 0,
-                       std::optional<uint64_t> seed = std::nullopt, int n = 1) {
-  EngineRequest r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.sampling.n = n;
-  r.sampling.ignore_eos = true;
-  return r;
-}
-
-std::vector<int32_t> prompt_of(int seed, int len) {
-  std::vector<int32_t> p(len);
-  for (int i = 0; i < len; ++i) p[i] = 2 + (seed * 131 + i * 37) % 1000;
-  return p;
 }
 
 std::unique_ptr<EngineClient> engine(EngineOptions o = {}) {

@@ -11,18 +11,16 @@
 #include <thread>
 
 #include "engine/engine.h"
+#include "engine_test_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace deepinfer {
 namespace {
 
-const std::string kModel = std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b";
+using engine_test::make_req;
+using engine_test::prompt_of;
 
-std::vector<int32_t> prompt_of(int seed, int len) {
-  std::vector<int32_t> p(len);
-  for (int i = 0; i < len; ++i) p[i] = 2 + (seed * 131 + i * 37) % 1000;
-  return p;
-}
+const std::string kModel = std::string(DI_TEST_DATA_DIR) + "/tiny-v4-b";
 
 // Counts of the calls that reached the asynchronous API, shared with the test.
 struct Calls {
@@ -128,19 +126,6 @@ Streamed read_all(RequestStream& s, int n, int stop_after_tokens = -1, const std
   return c;
 }
 
-EngineRequest req(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens, float temperature = 0,
-                  uint64_t seed = 1, int n = 1) {
-  EngineRequest r;
-  r.id = id;
-  r.prompt = std::move(prompt);
-  r.sampling.max_tokens = max_tokens;
-  r.sampling.temperature = temperature;
-  r.sampling.seed = seed;
-  r.sampling.n = n;
-  r.sampling.ignore_eos = true;
-  return r;
-}
-
 // The stats are published after each step: wait for the one after the last stream closed.
 void expect_idle(EngineClient& e) {
   for (int i = 0; i < 400 && e.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -196,14 +181,14 @@ void expect_overlap_changes_nothing(const Options& base, const std::vector<Engin
 TEST(EngineOverlap, GreedyConcurrentRequestsWithDifferentLengths) {
   std::vector<EngineRequest> reqs;
   const int64_t max_tokens[] = {1, 2, 5, 17, 9, 30};
-  for (int i = 0; i < 6; ++i) reqs.push_back(req("g" + std::to_string(i), prompt_of(i, 5 + 9 * i), max_tokens[i]));
+  for (int i = 0; i < 6; ++i) reqs.push_back(make_req("g" + std::to_string(i), prompt_of(i, 5 + 9 * i), max_tokens[i]));
   expect_overlap_changes_nothing({}, reqs);
 }
 
 TEST(EngineOverlap, SeededSamplingWithNSamplesAndLogprobs) {
   std::vector<EngineRequest> reqs;
   for (int i = 0; i < 3; ++i) {
-    EngineRequest r = req("s" + std::to_string(i), prompt_of(40 + i, 12 + 7 * i), 14 + i, 0.9f, 100 + i, 1 + i);
+    EngineRequest r = make_req("s" + std::to_string(i), prompt_of(40 + i, 12 + 7 * i), 14 + i, 0.9f, 100 + i, 1 + i);
     r.sampling.top_k = 50;
     r.sampling.top_p = 0.9f;
     r.sampling.logprobs = true;
@@ -218,7 +203,7 @@ TEST(EngineOverlap, SeededSamplingWithNSamplesAndLogprobs) {
 // that token is discarded, never streamed.
 TEST(EngineOverlap, EosStopIdsAndStopStringsEndTheSameWay) {
   // The greedy continuation of one prompt, without stops, to pick stops that occur in it.
-  const auto ref = run({.overlap = false}, {req("ref", prompt_of(7, 20), 24)});
+  const auto ref = run({.overlap = false}, {make_req("ref", prompt_of(7, 20), 24)});
   const std::vector<int32_t>& ids = ref[0].samples[0].ids;
   ASSERT_EQ(ids.size(), 24u);
   auto tok = tokenizer::Tokenizer::from_path(kModel + "/tokenizer.json");
@@ -226,22 +211,22 @@ TEST(EngineOverlap, EosStopIdsAndStopStringsEndTheSameWay) {
   auto text = (*tok)->decode(std::vector<int32_t>(ids.begin() + 6, ids.begin() + 9));
   ASSERT_TRUE(text.is_ok());
   std::vector<EngineRequest> reqs;
-  EngineRequest stop_id = req("stop-id", prompt_of(7, 20), 24);
+  EngineRequest stop_id = make_req("stop-id", prompt_of(7, 20), 24);
   stop_id.sampling.stop_token_ids = {ids[5]};
   reqs.push_back(stop_id);
   ASSERT_FALSE(text->empty());
-  EngineRequest stop_str = req("stop-str", prompt_of(7, 20), 24);
+  EngineRequest stop_str = make_req("stop-str", prompt_of(7, 20), 24);
   stop_str.sampling.stop = {*text};
   reqs.push_back(stop_str);
-  EngineRequest sampled = req("sampled", prompt_of(8, 15), 20, 1.0f, 5, 3);
+  EngineRequest sampled = make_req("sampled", prompt_of(8, 15), 20, 1.0f, 5, 3);
   sampled.sampling.stop_token_ids = {ids[3], ids[10]};
   reqs.push_back(sampled);
-  reqs.push_back(req("long", prompt_of(9, 30), 25));
+  reqs.push_back(make_req("long", prompt_of(9, 30), 25));
   expect_overlap_changes_nothing({}, reqs);
   // EOS: the view reports a token of the reference as the model's EOS.
   std::vector<EngineRequest> eos_reqs;
   for (int i = 0; i < 3; ++i) {
-    EngineRequest r = req("eos" + std::to_string(i), prompt_of(7, 20), 24, i == 0 ? 0.0f : 1.0f, 9 + i, 2);
+    EngineRequest r = make_req("eos" + std::to_string(i), prompt_of(7, 20), 24, i == 0 ? 0.0f : 1.0f, 9 + i, 2);
     r.sampling.ignore_eos = false;
     eos_reqs.push_back(r);
   }
@@ -257,11 +242,11 @@ TEST(EngineOverlap, EosStopIdsAndStopStringsEndTheSameWay) {
 TEST(EngineOverlap, MaxTokensAndContextLimit) {
   std::vector<EngineRequest> reqs;
   for (int i = 0; i < 4; ++i) {
-    EngineRequest r = req("c" + std::to_string(i), prompt_of(60 + i, 20 + 3 * i), 40, 0.7f, 3 + i);
+    EngineRequest r = make_req("c" + std::to_string(i), prompt_of(60 + i, 20 + 3 * i), 40, 0.7f, 3 + i);
     r.sampling.max_tokens.reset();  // until the context: 48 tokens
     reqs.push_back(r);
   }
-  reqs.push_back(req("m", prompt_of(70, 10), 3));
+  reqs.push_back(make_req("m", prompt_of(70, 10), 3));
   Options o;
   o.max_context = 48;
   Calls calls;
@@ -280,7 +265,7 @@ TEST(EngineOverlap, PreemptionUnderSmallCapacity) {
   o.prefix_cache = 0;
   o.state_capacity = 100000;  // tiny-v4-b: 42.5 kB fixed + 152 B per token (engine_test.cpp)
   std::vector<EngineRequest> reqs;
-  for (int i = 0; i < 3; ++i) reqs.push_back(req("p" + std::to_string(i), prompt_of(20 + i, 40), 30, 0.8f, 100 + i));
+  for (int i = 0; i < 3; ++i) reqs.push_back(make_req("p" + std::to_string(i), prompt_of(20 + i, 40), 30, 0.8f, 100 + i));
   expect_overlap_changes_nothing(o, reqs);
   // The published reservations never exceed the capacity between steps, overlapped or not.
   Calls calls;
@@ -309,7 +294,7 @@ TEST(EngineOverlap, PrefixCacheHits) {
   for (int i = 0; i < 3; ++i) {
     std::vector<int32_t> p = shared;
     p.push_back(11 + i);
-    reqs.push_back(req("w" + std::to_string(i), p, 8, 0.5f, 4));
+    reqs.push_back(make_req("w" + std::to_string(i), p, 8, 0.5f, 4));
   }
   // One after the other, so later ones hit the snapshots of the first.
   for (bool overlap : {true, false}) {
@@ -339,7 +324,7 @@ TEST(EngineOverlap, PrefixCacheHits) {
 // the other requests are unchanged; every state is freed.
 TEST(EngineOverlap, CancellationMidStream) {
   std::vector<EngineRequest> reqs;
-  for (int i = 0; i < 3; ++i) reqs.push_back(req("x" + std::to_string(i), prompt_of(80 + i, 16), 40, 0.6f, 8 + i));
+  for (int i = 0; i < 3; ++i) reqs.push_back(make_req("x" + std::to_string(i), prompt_of(80 + i, 16), 40, 0.6f, 8 + i));
   const auto full = run({.overlap = false, .prefix_cache = 0}, reqs);
   Calls calls;
   auto e = engine({.overlap = true, .prefix_cache = 0}, &calls);
@@ -363,14 +348,14 @@ TEST(EngineOverlap, CancellationMidStream) {
 // the same engine as overlapped ones; results are unchanged.
 TEST(EngineOverlap, HostOnlyRequestsFallBackToSynchronousSteps) {
   std::vector<EngineRequest> reqs;
-  EngineRequest pen = req("pen", prompt_of(90, 14), 12, 0.8f, 21);
+  EngineRequest pen = make_req("pen", prompt_of(90, 14), 12, 0.8f, 21);
   pen.sampling.repetition_penalty = 1.3f;
   pen.sampling.frequency_penalty = 0.2f;
   reqs.push_back(pen);
-  EngineRequest min = req("min", prompt_of(91, 9), 10, 0.8f, 22);
+  EngineRequest min = make_req("min", prompt_of(91, 9), 10, 0.8f, 22);
   min.sampling.min_tokens = 4;
   reqs.push_back(min);
-  reqs.push_back(req("plain", prompt_of(92, 11), 20, 0.8f, 23));
+  reqs.push_back(make_req("plain", prompt_of(92, 11), 20, 0.8f, 23));
   expect_overlap_changes_nothing({}, reqs);
 }
 
@@ -380,7 +365,7 @@ TEST(EngineOverlap, ShutdownWithAStepInFlight) {
   std::vector<std::shared_ptr<RequestStream>> s;
   {
     auto e = engine({}, &calls);
-    for (int i = 0; i < 3; ++i) s.push_back(*e->submit(req("z" + std::to_string(i), prompt_of(i, 10), 5000)));
+    for (int i = 0; i < 3; ++i) s.push_back(*e->submit(make_req("z" + std::to_string(i), prompt_of(i, 10), 5000)));
     for (int i = 0; i < 2000 && calls.overlapped.load() < 3; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   for (auto& x : s) EXPECT_EQ(read_all(*x, 1).samples[0].finish, "cancelled");
