@@ -518,6 +518,74 @@ void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
   }
 }
 
+// The decode paths side by side at 8-128 rows (activation already quantised): the mma.sync GEMV
+// (M <= 64), the wgmma kernel and cuBLASLt (G = 1; the model runs G > 1 through cuBLASLt as G
+// calls on G streams, not timed here).
+void bench_fp8_paths(const char* name, int G, int N, int K, const std::vector<int>& ms_) {
+  const int64_t GN = int64_t(G) * N;
+  const size_t wbytes = size_t(GN) * K + size_t(GN / 128) * (K / 128);
+  const int sets = rotation(wbytes);
+  std::vector<uint8_t*> w(sets), sc(sets);
+  std::vector<float*> scf(sets);
+  for (int i = 0; i < sets; ++i) {
+    w[i] = static_cast<uint8_t*>(dalloc(size_t(GN) * K));
+    std::vector<uint8_t> hs(size_t(GN / 128) * (K / 128), 120);
+    sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
+    CK(cudaMemcpy(sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
+    scf[i] = static_cast<float*>(dalloc(hs.size() * 4));
+    OK(dc::fp8_scales_to_f32({w[i], sc[i], false, GN, K}, scf[i], g_stream));
+  }
+  void* lws = dalloc(dc::fp8_linear_lt_workspace_bytes());
+  for (int M : ms_) {
+    uint8_t* q = static_cast<uint8_t*>(dalloc(size_t(M) * G * K));
+    float* qs = static_cast<float*>(dalloc(size_t(M) * G * K / 128 * 4));
+    std::vector<float> ones(size_t(M) * G * K / 128, 1.f);
+    CK(cudaMemcpy(qs, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(q, 0x38, size_t(M) * G * K));
+    float* y = static_cast<float*>(dalloc(size_t(M) * GN * 4));
+    auto row = [&](const char* op, const std::function<void(int)>& body) {
+      Row r;
+      r.op = op;
+      r.shape = (G > 1 ? std::to_string(G) + "x" : std::string()) + std::to_string(N) + "x" + std::to_string(K);
+      r.m = M;
+      r.groups = G;
+      r.ms = time_graph(std::max(sets, 20), body);
+      r.bytes = double(wbytes) + double(M) * G * K + double(M) * GN * 4;
+      r.flops = 2.0 * M * GN * double(K);
+      r.peak = g_fp8_peak;
+      report(r);
+    };
+    std::printf("[%s]\n", name);
+    if (M <= 64)
+      row("fp8/gemv", [&](int i) {
+        const dc::Fp8Weight wt{w[i % sets], sc[i % sets], false, GN, K};
+        OK(G > 1 ? dc::fp8_linear_grouped_skinny(q, qs, M, wt, G, y, g_stream)
+                 : dc::fp8_linear_skinny(q, qs, M, wt, y, nullptr, g_stream));
+      });
+    row(M <= dc::kFp8WgmmaMaxRows ? "fp8/wgmma" : "fp8/wgmma-x128", [&](int i) {  // > 128 rows: calls of 128
+      const dc::Fp8Weight wt{w[i % sets], sc[i % sets], false, GN, K};
+      for (int m0 = 0; m0 < M; m0 += dc::kFp8WgmmaMaxRows) {
+        const int m = std::min<int>(M - m0, dc::kFp8WgmmaMaxRows);
+        OK(G > 1 ? dc::fp8_linear_grouped_wgmma(q + size_t(m0) * G * K, qs + size_t(m0) * G * K / 128, m, wt, G,
+                                                y + size_t(m0) * GN, g_stream)
+                 : dc::fp8_linear_wgmma(q + size_t(m0) * K, qs + size_t(m0) * K / 128, m, wt, y + size_t(m0) * GN,
+                                        g_stream));
+      }
+    });
+    if (G == 1)
+      row("fp8/cublaslt", [&](int i) {
+        OK(dc::fp8_linear_lt(q, qs, M, {w[i % sets], scf[i % sets], true, GN, K}, y, false, lws, g_stream));
+      });
+    for (void* p : {static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y)}) CK(cudaFree(p));
+  }
+  for (int i = 0; i < sets; ++i) {
+    CK(cudaFree(w[i]));
+    CK(cudaFree(sc[i]));
+    CK(cudaFree(scf[i]));
+  }
+  CK(cudaFree(lws));
+}
+
 // One kernel reading `mb` MB, as the decode step's weight-streaming kernels do: every probe
 // configuration (cuda_ops.h read_probe) against the copy ceiling, the buffer rotated past L2.
 void bench_read_probes(int mb) {
@@ -581,6 +649,22 @@ int main(int argc, char** argv) {
   int one_n = 0, one_k = 0;
   if (std::sscanf(only.c_str(), "fp8one:%d:%d", &one_n, &one_k) == 2) {  // one decode GEMV shape, M = 1, 8
     bench_fp8("one", one_n, one_k, {1, 8});
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  int p_n = 0, p_k = 0, p_g = 0, p_m = 0;
+  if (std::sscanf(only.c_str(), "fp8paths:%d:%d:%d:%d", &p_n, &p_k, &p_g, &p_m) == 4) {  // one shape, every path
+    bench_fp8_paths("one", p_g, p_n, p_k, {p_m});
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  if (only == "fp8mid") {  // the FP8 decode paths at 8-128 rows
+    const std::vector<int> mid = {8, 16, 32, 48, 64, 128, 256};
+    for (auto [name, N, K] : std::vector<std::tuple<const char*, int, int>>{
+             {"wq_a", 1024, 4096}, {"wkv", 512, 4096}, {"wo_b", 4096, 8192}, {"wq_b", 32768, 1024},
+             {"shared.w1", 2048, 4096}, {"shared.w2", 4096, 2048}})
+      bench_fp8_paths(name, 1, N, K, mid);
+    bench_fp8_paths("wo_a", 8, 1024, 4096, mid);
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }

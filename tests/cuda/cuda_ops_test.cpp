@@ -292,6 +292,96 @@ TEST(CudaOps, Fp8GroupedLinearMatchesCpu) {
   }
 }
 
+// The wgmma decode path (fp8_linear_wgmma, 1-128 rows) against the CPU on the V4 shapes, at every
+// column width it picks (16, 32, 64, 128) and partial widths; with E8M0 and fp32 weight scales;
+// on a row slice whose E8M0 scales start off a 4-byte boundary (K = 384: 3 scales per row block);
+// and grouped (wo_a: 8 x 1024 x 4096). Output columns past M stay unwritten.
+TEST(CudaOps, Fp8WgmmaLinearMatchesCpu) {
+  SKIP_WITHOUT_DEVICE();
+  ThreadPool pool(0);
+  CpuOps cpu(pool);
+  std::mt19937 rng(9);
+  auto check = [&](const char* name, const Weight& w, int64_t r0, int64_t rows, bool f32_scales,
+                   std::initializer_list<int64_t> ms) {
+    const int64_t N = w.rows, K = w.cols;
+    Dev dw(w.data.data(), w.data.nbytes()), dsc(w.scale.data(), w.scale.nbytes()), dsf(N / 128 * (K / 128) * 4);
+    dc::Fp8Weight gw{dw.as<uint8_t>(), dsc.p, false, N, K};
+    if (f32_scales) {
+      ASSERT_TRUE(dc::fp8_scales_to_f32(gw, dsf.as<float>())) << dc::last_error();
+      gw.scale = dsf.p, gw.scale_is_f32 = true;
+    }
+    const size_t sb = f32_scales ? 4 : 1;
+    const dc::Fp8Weight view{gw.data + r0 * K, static_cast<const uint8_t*>(gw.scale) + r0 / 128 * (K / 128) * sb,
+                             f32_scales, rows, K};
+    for (int64_t M : ms) {
+      auto x = randn(M * K, rng);
+      std::vector<uint8_t> hq;
+      std::vector<float> hs;
+      host_quant(x, M, K, hq, hs);
+      std::vector<float> xdq(M * K), full(M * N), ref(M * rows);
+      for (int64_t i = 0; i < M * K; ++i) xdq[i] = e4m3_to_f32(hq[i]) * hs[i / 128];
+      cpu.linear(xdq.data(), M, w, full.data());
+      for (int64_t r = 0; r < M; ++r) std::copy_n(full.data() + r * N + r0, rows, ref.data() + r * rows);
+      Dev dq(hq.data(), hq.size()), ds(hs.data(), hs.size() * 4);
+      auto y = poisoned_run(M * rows + 64, [&](float* py) {
+        return dc::fp8_linear_wgmma(dq.as<uint8_t>(), ds.as<float>(), M, view, py);
+      });
+      for (int i = 0; i < 64; ++i) EXPECT_TRUE(std::isnan(y[M * rows + i])) << name << " M=" << M << ": wrote past y";
+      y.resize(M * rows);
+      const double e = rel_l2(y, ref);
+      std::printf("fp8 wgmma %-9s %5lldx%-5lld M=%-3lld %s rel_l2 vs cpu(same q) %.2e\n", name, (long long)rows,
+                  (long long)K, (long long)M, f32_scales ? "f32 scales " : "e8m0 scales", e);
+      EXPECT_LT(e, 1e-3) << name << " M=" << M;
+    }
+  };
+  for (const auto& sh : kFp8Shapes) {
+    const Weight w = make_fp8_weight(sh.n, sh.k, rng);
+    check(sh.name, w, 0, sh.n, false, {1, 16, 33, 64});
+  }
+  check("wo_b", make_fp8_weight(4096, 8192, rng), 0, 4096, true, {5, 100, 128});
+  const Weight odd = make_fp8_weight(640, 384, rng);
+  check("slice", odd, 128, 512, false, {3, 48});
+  check("slice", odd, 128, 512, true, {7});
+
+  const int64_t G = 8, N = 1024, K = 4096;
+  std::vector<Weight> ws;
+  std::vector<uint8_t> wd, wsc;
+  for (int64_t g = 0; g < G; ++g) {
+    ws.push_back(make_fp8_weight(N, K, rng));
+    auto d = ws.back().data.span<uint8_t>();
+    auto sc = ws.back().scale.span<uint8_t>();
+    wd.insert(wd.end(), d.begin(), d.end());
+    wsc.insert(wsc.end(), sc.begin(), sc.end());
+  }
+  Dev dw(wd.data(), wd.size()), dsc(wsc.data(), wsc.size());
+  const dc::Fp8Weight gw{dw.as<uint8_t>(), dsc.p, false, G * N, K};
+  for (int64_t M : {2, 40, 128}) {
+    auto x = randn(M * G * K, rng);
+    std::vector<uint8_t> hq;
+    std::vector<float> hs;
+    host_quant(x, M, G * K, hq, hs);
+    std::vector<float> ref(M * G * N);
+    for (int64_t g = 0; g < G; ++g) {
+      std::vector<float> xg(M * K), yg(M * N);
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t i = r * G * K + g * K + k;
+          xg[r * K + k] = e4m3_to_f32(hq[i]) * hs[i / 128];
+        }
+      cpu.linear(xg.data(), M, ws[g], yg.data());
+      for (int64_t r = 0; r < M; ++r) std::copy_n(yg.data() + r * N, N, ref.data() + r * G * N + g * N);
+    }
+    Dev dq(hq.data(), hq.size()), ds(hs.data(), hs.size() * 4);
+    auto y = poisoned_run(M * G * N, [&](float* py) {
+      return dc::fp8_linear_grouped_wgmma(dq.as<uint8_t>(), ds.as<float>(), M, gw, static_cast<int>(G), py);
+    });
+    const double e = rel_l2(y, ref);
+    std::printf("fp8 wgmma grouped wo_a M=%-3lld rel_l2 vs cpu %.2e\n", (long long)M, e);
+    EXPECT_LT(e, 1e-3) << "M=" << M;
+  }
+  EXPECT_FALSE(dc::fp8_linear_wgmma(nullptr, nullptr, 129, gw, nullptr));  // bad input: an error, no launch
+}
+
 // The device layout is a bit permutation with the documented sign places (host only: runs in CI).
 TEST(CudaOps, Mxfp4DeviceLayoutIsABitPermutation) {
   std::mt19937 rng(5);

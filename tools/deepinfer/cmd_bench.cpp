@@ -77,6 +77,7 @@ int run_bench(const BenchArgs& a) {
   const int gr = a.tuning.moe_group_rows;
   if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
   if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
+  if (a.tuning.fp8_wgmma_rows < -1) return usage_error("--fp8-wgmma-rows must be -1 (never), 0 (the default) or a count");
   const int hb = a.tuning.attn_heads_per_block;
   if (hb != 0 && hb != 16 && hb != 64) return usage_error("--attn-heads-per-block must be 0, 16 or 64");
   const bool synthetic = !a.synthetic.empty();
@@ -98,9 +99,9 @@ int run_bench(const BenchArgs& a) {
   const bool cpu = a.device == "cpu";
   const CudaTuning untuned;
   if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling ||
-              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact ||
+              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact || a.tuning.fp8_wgmma_rows != 0 ||
               a.tuning.attn_heads_per_block != untuned.attn_heads_per_block))
-    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --attn-heads-per-block, "
+    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --fp8-wgmma-rows, --attn-heads-per-block, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -306,6 +307,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wide_rows", a.tuning.moe_wide_rows},
                      {"moe_wgmma", a.tuning.moe_wgmma},
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
+                     {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
@@ -364,6 +366,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
   b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,
               "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
+  b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
+                "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
+                "-1: never)");
   b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
   b->add_flag("--host-sampling", a->host_sampling,

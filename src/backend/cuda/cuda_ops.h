@@ -106,6 +106,17 @@ bool fp8_linear_tiled(const uint8_t* xq, const float* xs, int64_t M, const Fp8We
 bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,
                                float* y, void* stream = nullptr);
 
+/// The decode path on Hopper's wgmma (fp8_wgmma.cu), for 1 to kFp8WgmmaMaxRows rows: the weights
+/// as wgmma's 64-row side, the batch rows as its N; blocks of 128 weight rows, K split over up to 8
+/// blocks of a cluster (from (G*N, K) alone) whose partial tiles are summed in rank order. Same
+/// scaling and layouts as fp8_linear / fp8_linear_grouped_skinny (groups = 1: a plain linear).
+/// SM90 only; a row's bits may differ from the other paths'.
+constexpr int64_t kFp8WgmmaMaxRows = 128;
+bool fp8_linear_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
+                      void* stream = nullptr);
+bool fp8_linear_grouped_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,
+                              float* y, void* stream = nullptr);
+
 // ---- FP8 block-scaled GEMM through cuBLASLt (SM90 block scaling; the prefill path) ----
 /// Like quantize_act_fp8, but the scales are written K-block-major ("M-major"), the layout
 /// cuBLASLt's CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F expects: scales_t[kb * M + m].

@@ -31,6 +31,9 @@ constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
 constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
+constexpr int64_t kWgmmaMinRows = 16;  // default mode: FP8 linears from 16 rows use the wgmma decode kernel,
+constexpr int64_t kWgmmaMaxRows = 64;  // up to 64 rows, and from kLtMinRows rows only for outputs of at most
+constexpr int64_t kWgmmaMaxLtN = 2048;  // 2048 columns (op bench: cuBLASLt is ahead on wider ones there)
 
 }  // namespace
 
@@ -66,6 +69,11 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
     DI_ASSIGN_OR_RETURN(float* qs, buf<float>(ls(kQs, lane), M * K / 128));
     DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kFp8Ws, lane), std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
     const auto key = std::make_tuple(M, rows, K);
+    if (fp8_wgmma_for(M, rows)) {
+      DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
+      DI_CUDA_TRY(dc::fp8_linear_wgmma(q8, qs, M, w, y, s));
+      return Status::ok();
+    }
     if (!c_.numerics.batch_invariant && M >= kLtMinRows && !lt_missing_.count(key)) {
       // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
       DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
@@ -86,14 +94,26 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
 
 Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
   // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
-  // blocks of wider rows, measured on the H200), so from kLtMinRows rows the caller's per-group path.
-  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || M >= kLtMinRows) return false;
+  // blocks of wider rows, measured on the H200), so past the decode kernels the caller's per-group path.
+  const bool wg = fp8_wgmma_for(M, W.n / G);
+  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || (M >= kLtMinRows && !wg)) return false;
   const int64_t K = W.k;
   DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
   DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
   DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
-  DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, W.fp8_rows(0, W.n), static_cast<int>(G), y, stream_));
+  const dc::Fp8Weight w = W.fp8_rows(0, W.n);
+  if (wg) {
+    DI_CUDA_TRY(dc::fp8_linear_grouped_wgmma(q8, qs, M, w, static_cast<int>(G), y, stream_));
+  } else {
+    DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, w, static_cast<int>(G), y, stream_));
+  }
   return true;
+}
+
+bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
+  if (c_.numerics.batch_invariant || tuning_.fp8_wgmma_rows < 0) return false;
+  if (M < (tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows) || M > kWgmmaMaxRows) return false;
+  return M < kLtMinRows || N <= kWgmmaMaxLtN;
 }
 
 // bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M

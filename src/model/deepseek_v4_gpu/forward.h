@@ -95,8 +95,12 @@ class Forward {
   /// V4's grouped output projection in one quantisation and one launch (the FP8 decode path):
   /// y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..) times W rows
   /// [g*N, ..)). Returns false (nothing launched) where it does not apply (batch-invariant mode,
-  /// M from the cuBLASLt threshold, a bf16 W): the caller then runs one linear per group.
+  /// M from the cuBLASLt threshold past the wgmma kernel's rows, a bf16 W): the caller then runs one
+  /// linear per group.
   Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
+  /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
+  /// kernel (default mode; tuning_.fp8_wgmma_rows).
+  bool fp8_wgmma_for(int64_t M, int64_t N) const;
   // Side streams: 3 carry the attention's independent paths; 7 let the 8 groups of wo_a's
   // per-group GEMMs (16 CTAs each at 256 rows) run at once.
   static constexpr int kLanes = 3, kWoLanes = 7;

@@ -54,6 +54,9 @@ Status V4GpuModel::set_tuning(const CudaTuning& t) {
   if (t.attn_heads_per_block != 0 && t.attn_heads_per_block != 16 && t.attn_heads_per_block != 64)
     return Status::invalid_argument("attention heads per block must be 0 (by the launch size), 16 or 64, not " +
                                     std::to_string(t.attn_heads_per_block));
+  if (t.fp8_wgmma_rows < -1)
+    return Status::invalid_argument("fp8 wgmma rows must be -1 (never), 0 (the default) or a count, not " +
+                                    std::to_string(t.fp8_wgmma_rows));
   if (t.moe_wide_rows < -1)
     return Status::invalid_argument("moe wide rows must be -1 (never), 0 (the default) or a count, not " +
                                     std::to_string(t.moe_wide_rows));

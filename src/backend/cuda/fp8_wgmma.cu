@@ -1,0 +1,280 @@
+// FP8 block-scaled linear for decode batches of 1-128 rows on Hopper's warpgroup MMA (cuda_ops.h,
+// fp8_linear_wgmma): y = x W^T with the operands swapped, so the weights fill wgmma's 64-row M side
+// and the batch rows are its N (16, 32, 64 or 128 columns, the fewest that hold M).
+//
+// Why: at 32-64 rows the mma.sync GEMV (fp8_linear.cu) re-reads a warp's x rows for every 8 weight
+// rows (at 64 rows, 8 bytes of x per byte of weights) and cuBLASLt takes about 15 us per call even
+// for 4 MB of weights (ncu on the H200, the EP slice at batch 64). Here a block's x rows are read
+// once per 128 weight rows, from shared memory, by the tensor cores.
+//
+// Block: 2 warpgroups, 128 weight rows of one group (warpgroup w: rows 64w..64w+63) x a run of
+// `per` K blocks (128 wide). Per K block a cp.async ring stage holds the 128 weight rows and the
+// x rows (128 B each, the 128-byte swizzle wgmma_desc_sw128 describes), the x rows' scales and the
+// tile's weight scale; 4 wgmma (k32 slices) into a fresh fragment, added times sw * sx[column].
+// The weights of the first stages are requested before the PDL wait (no kernel writes them).
+// Split K: the grid's y dimension splits K into `splits` runs; the blocks of one tile form a
+// cluster, each block owns 128 / splits of the tile's rows, receives the other blocks' partial sums
+// of them in its shared memory and adds them in rank order (fixed order: a row's result follows
+// from the shape and M's column width, never from timing).
+#include <atomic>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+using namespace detail;
+
+namespace {
+
+constexpr int kTileRows = 128;            // weight rows per block (2 warpgroups x 64)
+constexpr int kWBytes = kTileRows * 128;  // one K block of them: 16 KB
+constexpr int kMaxSplit = 8;              // K runs per tile = the cluster size (the portable limit)
+constexpr int kStages = 4;
+template <int NW>
+constexpr int stage_bytes() { return kWBytes + NW * 128 + 1024; }  // + x scales (<= 512 B) and sw, padded
+template <int NW>
+constexpr int smem_bytes() { return kStages * stage_bytes<NW>() + 1024; }  // + alignment slack
+template <int NW>
+constexpr int red_ld() { return NW + 2; }  // partial tile row stride (floats): 8-byte pairs, 2-way column reads
+static_assert(kTileRows * (128 + 2) * 4 <= kStages * stage_bytes<128>(), "partial tile fits the ring");
+
+struct Args {
+  const uint8_t* xq;
+  const float* xs;
+  int64_t ldx, ldxs;  // x row stride (bytes), scale row stride (floats)
+  const uint8_t* w;
+  const void* wsc;
+  bool wsc_f32;
+  int M, N, K, G;  // N, K per group
+  float* y;
+  int64_t ldy;
+  int per;  // K blocks per split
+};
+
+// Byte offset of (row, 16-byte chunk) in a tile of 128-byte rows with the 128-byte swizzle.
+__device__ __forceinline__ uint32_t sw128(int row, int chunk) {
+  return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+// Two floats to `saddr` (8-byte aligned) in the shared memory of the cluster's block `rank`.
+__device__ __forceinline__ void st_dsmem_f32x2(uint32_t saddr, uint32_t rank, float v0, float v1) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(saddr), "r"(rank));
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(v0), "f"(v1) : "memory");
+}
+
+template <int NW>
+__global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a) {
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)), s_base = (raw + 1023u) & ~1023u;
+  const unsigned char* s_ptr = smem_raw + (s_base - raw);  // the same, as a generic pointer (plain loads)
+  const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int tiles = a.N / kTileRows, grp = blockIdx.x / tiles, n0 = blockIdx.x % tiles * kTileRows;
+  const int nkb = a.K / 128, kb0 = blockIdx.y * a.per, nk = max(0, min(nkb, kb0 + a.per) - kb0);
+  // This thread's copies: weight rows tid / 8 + 32q, chunk tid % 8; x chunks c = tid + 256q.
+  const uint8_t* wsrc = a.w + (int64_t(grp) * a.N + n0 + (tid >> 3)) * a.K + int64_t(kb0) * 128 + (tid & 7) * 16;
+  const int64_t sidx = int64_t(grp * a.N + n0) / 128 * nkb + kb0;  // the tile's weight scale at kb0
+  auto issue_w = [&](int i) {
+    if (i >= nk) return;
+    const uint32_t st = s_base + (i % kStages) * stage_bytes<NW>();
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      cp_async16(st + sw128((tid >> 3) + 32 * q, tid & 7), wsrc + int64_t(32 * q) * a.K + int64_t(i) * 128);
+    if (tid == 255) {
+      const uint8_t* s = static_cast<const uint8_t*>(a.wsc);  // E8M0: the aligned word holding the byte
+      cp_async4(st + kWBytes + NW * 128 + 512,
+                a.wsc_f32 ? s + (sidx + i) * 4 : reinterpret_cast<const uint8_t*>(uintptr_t(s + sidx + i) & ~uintptr_t(3)));
+    }
+  };
+  auto issue_x = [&](int i) {
+    if (i < nk) {
+      const uint32_t st = s_base + (i % kStages) * stage_bytes<NW>();
+      const int kb = kb0 + i;
+#pragma unroll
+      for (int q = 0; q < (NW * 8 + 255) / 256; ++q) {
+        const int c = tid + 256 * q, r = c >> 3;
+        if (r < a.M)
+          cp_async16(st + kWBytes + sw128(r, c & 7), a.xq + int64_t(r) * a.ldx + int64_t(grp) * a.K + kb * 128 + (c & 7) * 16);
+      }
+      if (tid < a.M) cp_async4(st + kWBytes + NW * 128 + tid * 4, a.xs + int64_t(tid) * a.ldxs + int64_t(grp) * nkb + kb);
+    }
+    cp_commit();
+  };
+  // The copies run kStages - 1 blocks ahead. (Overlapping block i's wgmma with block i - 1's
+  // promotion, two fragments, makes ptxas serialise every wgmma: C7514, CUDA 13.0.)
+  constexpr int D = kStages - 1;
+#pragma unroll
+  for (int i = 0; i < D; ++i) issue_w(i);
+  pdl_wait();
+  pdl_trigger();
+#pragma unroll
+  for (int i = 0; i < D; ++i) issue_x(i);
+
+  float acc[NW / 2];
+#pragma unroll
+  for (int j = 0; j < NW / 2; ++j) acc[j] = 0.f;
+  const int xs_col = kWBytes + NW * 128 + 2 * t * 4;  // scales of columns 8j + 2t, + 1: + 32j
+  // Stage i in for every thread, and (barrier) every warpgroup past block i - 1's wgmma: its stage is refilled.
+  auto head = [&](int i) {
+    cp_wait<D - 1>();
+    fence_proxy_async_shared();
+    __syncthreads();
+    issue_w(i + D);
+    issue_x(i + D);
+  };
+  auto mma = [&](float (&f)[NW / 2], int i) {
+    const uint32_t st = s_base + (i % kStages) * stage_bytes<NW>();
+    const uint64_t da = wgmma_desc_sw128(st + wg * 64 * 128), db = wgmma_desc_sw128(st + kWBytes);
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) wgmma_e4m3_ss<NW>(f, da + 2 * k, db + 2 * k, k);  // + 32 B per k32 slice
+    wgmma_commit();
+  };
+  // acc += f * sw * sx[column], the scales from block i's stage (plain loads: issued together)
+  auto promote = [&](float (&f)[NW / 2], int i) {
+#pragma unroll
+    for (int j = 0; j < NW / 2; ++j) wgmma_fence_operand(f[j]);
+    const unsigned char* sp = s_ptr + (i % kStages) * stage_bytes<NW>();
+    const uint32_t swv = *reinterpret_cast<const uint32_t*>(sp + kWBytes + NW * 128 + 512);
+    const int sb = int((uintptr_t(a.wsc) + sidx + i) & 3);
+    const float sw = a.wsc_f32 ? __uint_as_float(swv) : e8m0_to_float((swv >> (8 * sb)) & 0xffu);
+#pragma unroll
+    for (int j = 0; j < NW / 8; ++j) {
+      const float2 sx = *reinterpret_cast<const float2*>(sp + xs_col + 32 * j);
+      const float s0 = sw * sx.x, s1 = sw * sx.y;
+      acc[4 * j + 0] = fmaf(f[4 * j + 0], s0, acc[4 * j + 0]);
+      acc[4 * j + 1] = fmaf(f[4 * j + 1], s1, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(f[4 * j + 2], s0, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(f[4 * j + 3], s1, acc[4 * j + 3]);
+    }
+  };
+  float f[NW / 2];
+#pragma unroll
+  for (int j = 0; j < NW / 2; ++j) f[j] = 0.f;
+#pragma unroll 1
+  for (int i = 0; i < nk; ++i) {
+    head(i);
+    mma(f, i);
+    wgmma_wait<0>();
+    promote(f, i);
+  }
+  cp_wait<0>();
+  const int splits = gridDim.y;
+  float* y = a.y + int64_t(grp) * a.N + n0;
+  const int r = wg * 64 + warp * 16 + g;  // this thread's rows r, r + 8; columns 8j + 2t, + 1
+  if (splits == 1) {  // no partner blocks: straight from the registers
+#pragma unroll
+    for (int j = 0; j < NW / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * t + e;
+        if (c < a.M) {
+          y[int64_t(c) * a.ldy + r] = acc[4 * j + e];
+          y[int64_t(c) * a.ldy + r + 8] = acc[4 * j + 2 + e];
+        }
+      }
+    return;
+  }
+  // Split K: block `rank` owns rows [rank * rows, + rows) of the tile. Every block pushes its partial
+  // rows to their owners' shared memory (remote stores: nothing waits on them; remote loads, tried
+  // first, were most of the kernel's time), slot [rank][row][column], then each owner sums its slots
+  // in rank order.
+  cluster_sync();  // every block of the cluster is done with its ring: it becomes the receive buffer
+  const int lr = 7 - (31 - __clz(splits)), rows = 1 << lr;  // rows per owner (splits: a power of two)
+  const uint32_t me = cluster_rank();
+#pragma unroll
+  for (int j = 0; j < NW / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = r + 8 * h;
+      const uint32_t addr = s_base + ((int(me) * rows + (row & (rows - 1))) * red_ld<NW>() + 8 * j + 2 * t) * 4;
+      st_dsmem_f32x2(addr, uint32_t(row >> lr), acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    }
+  cluster_sync();  // every partial row is in its owner's slots
+  const float* red = reinterpret_cast<const float*>(s_ptr);
+  for (int e = tid; e < rows * a.M; e += 256) {
+    const int c = e >> lr, rl = e & (rows - 1);
+    float s = red[rl * red_ld<NW>() + c];
+    for (int q = 1; q < splits; ++q) s += red[(q * rows + rl) * red_ld<NW>() + c];
+    y[int64_t(c) * a.ldy + int(me) * rows + rl] = s;
+  }
+}
+
+// K runs per tile: the most (up to kMaxSplit) that keep the grid within about two blocks per SM
+// and each run at least 2 K blocks long. From (tiles, K) alone.
+int split_plan(int64_t tiles, int nkb, int sms) {
+  int s = 1;
+  while (s < kMaxSplit && tiles * s < 2 * sms && nkb >= 4 * s) s *= 2;
+  return s;
+}
+
+template <int NW>
+bool launch(const Args& a0, cudaStream_t stream) {
+  static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(fp8_wgmma_kernel<NW>), smem_bytes<NW>(), smem_set,
+                             "fp8 wgmma linear: shared-memory size"))
+    return false;
+  const int64_t tiles = int64_t(a0.G) * (a0.N / kTileRows);
+  const int nkb = a0.K / 128, splits = split_plan(tiles, nkb, sm_count());
+  Args a = a0;
+  a.per = (nkb + splits - 1) / splits;
+  cudaLaunchAttribute attr[2] = {pdl_attribute(), {}};
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = 1;
+  attr[1].val.clusterDim.y = static_cast<unsigned>(splits);
+  attr[1].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits));
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = smem_bytes<NW>();
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  (void)cudaLaunchKernelEx(&cfg, fp8_wgmma_kernel<NW>, a);
+  return check_launch("fp8_wgmma_kernel");
+}
+
+bool run(const char* what, const Args& a, void* stream) {
+  if (!a.w || !a.wsc || !a.xq || !a.xs || !a.y) return fail(std::string(what) + ": null argument");
+  if (a.M < 0 || a.M > kFp8WgmmaMaxRows) return fail(std::string(what) + ": M must be in [0, 128]");
+  if (a.M == 0) return true;
+  const cudaStream_t s = as_stream(stream);
+  if (a.M <= 16) return launch<16>(a, s);
+  if (a.M <= 32) return launch<32>(a, s);
+  if (a.M <= 64) return launch<64>(a, s);
+  return launch<128>(a, s);
+}
+
+}  // namespace
+
+bool fp8_linear_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y, void* stream) {
+  if (w.n % 128 || w.k % 128 || w.n <= 0 || w.k <= 0) return fail("fp8_linear_wgmma: N and K must be positive multiples of 128");
+  const Args a{xq, xs, w.k, w.k / 128, w.data, w.scale, w.scale_is_f32, static_cast<int>(M), static_cast<int>(w.n),
+               static_cast<int>(w.k), 1, y, w.n, 0};
+  return run("fp8_linear_wgmma", a, stream);
+}
+
+bool fp8_linear_grouped_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups, float* y,
+                              void* stream) {
+  if (groups < 1 || w.n % (int64_t(groups) * 128) || w.k % 128 || w.k <= 0)
+    return fail("fp8_linear_grouped_wgmma: N / groups and K must be multiples of 128");
+  const int64_t n = w.n / groups;
+  const Args a{xq, xs, w.k * groups, w.k / 128 * groups, w.data, w.scale, w.scale_is_f32, static_cast<int>(M),
+               static_cast<int>(n), static_cast<int>(w.k), groups, y, w.n, 0};
+  return run("fp8_linear_grouped_wgmma", a, stream);
+}
+
+}  // namespace deepinfer::cuda
