@@ -31,9 +31,9 @@ constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
 constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
-constexpr int64_t kWgmmaMinRows = 16;  // default mode: FP8 linears from 16 rows use the wgmma decode kernel,
-constexpr int64_t kWgmmaMaxRows = 64;  // up to 64 rows, and from kLtMinRows rows only for outputs of at most
-constexpr int64_t kWgmmaMaxLtN = 2048;  // 2048 columns (op bench: cuBLASLt is ahead on wider ones there)
+// Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
+// 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
+constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
 
 }  // namespace
 
@@ -102,18 +102,16 @@ Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLine
   DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
   DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
   const dc::Fp8Weight w = W.fp8_rows(0, W.n);
-  if (wg) {
-    DI_CUDA_TRY(dc::fp8_linear_grouped_wgmma(q8, qs, M, w, static_cast<int>(G), y, stream_));
-  } else {
-    DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, w, static_cast<int>(G), y, stream_));
-  }
+  const int g = static_cast<int>(G);
+  DI_CUDA_TRY(wg ? dc::fp8_linear_grouped_wgmma(q8, qs, M, w, g, y, stream_)
+                 : dc::fp8_linear_grouped_skinny(q8, qs, M, w, g, y, stream_));
   return true;
 }
 
 bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
-  if (c_.numerics.batch_invariant || tuning_.fp8_wgmma_rows < 0) return false;
-  if (M < (tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows) || M > kWgmmaMaxRows) return false;
-  return M < kLtMinRows || N <= kWgmmaMaxLtN;
+  const int64_t lo = tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows;
+  return !c_.numerics.batch_invariant && tuning_.fp8_wgmma_rows >= 0 && M >= lo && M <= kWgmmaMaxRows &&
+         (M <= kLtMinRows || N != kWgmmaLtN);
 }
 
 // bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
