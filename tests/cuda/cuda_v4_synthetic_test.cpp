@@ -504,6 +504,9 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   bad = {};
   bad.moe_wide_rows = -2;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
+  bad = {};
+  bad.fp8_wgmma_rows = -2;
+  EXPECT_FALSE(model->set_tuning(bad).is_ok());
 }
 
 }  // namespace

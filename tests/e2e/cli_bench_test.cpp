@@ -84,6 +84,8 @@ TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
   expect_usage_error(tiny() + " --no-moe-wgmma", "apply to --device cuda");
   expect_usage_error(tiny() + " --moe-wgmma-exact", "apply to --device cuda");
   expect_usage_error(tiny() + " --attn-heads-per-block 16", "apply to --device cuda");
+  expect_usage_error(tiny() + " --fp8-wgmma-rows 16", "apply to --device cuda");
+  expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-rows -2", "--fp8-wgmma-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --attn-heads-per-block 32", "--attn-heads-per-block must be");
   expect_usage_error("--synthetic v4-flash --device cuda --moe-wide-rows -2", "--moe-wide-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --moe-group-rows 48", "--moe-group-rows must be");
