@@ -11,31 +11,13 @@
 #include "backend/cuda/model_ops.h"
 #include "backend/cuda/token_feed.h"
 #include "core/log.h"
+#include "model/deepseek_v4_gpu/forward_slots.h"
 
 namespace deepinfer::v4gpu {
 
 namespace dc = deepinfer::cuda;
 
-namespace {
-
-// Workspace slots (Scratch): one per buffer of a forward.
-enum Slot : int {
-  kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
-  kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
-  kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
-};
-
-constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
-constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
-constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
-constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
-constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
-// Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
-// 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
-constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
-
-}  // namespace
+using namespace fwd;
 
 /// Per-sequence index arrays (device) of a prefill chunk, built once per forward, the same for
 /// every layer.
@@ -57,95 +39,6 @@ struct Forward::Acts {
   std::vector<int64_t> head_off;  // first logits row of each run (processing order)
   float* logits = nullptr;        // [head_rows, vocab] (device)
 };
-
-Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                       int lane) {
-  void* const s = st(lane);
-  if (M <= 0) return Status::ok();
-  const int64_t K = W.k;
-  if (W.fp8) {
-    const dc::Fp8Weight w = W.fp8_rows(r0, rows);
-    DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(ls(kQ8, lane), M * K));
-    DI_ASSIGN_OR_RETURN(float* qs, buf<float>(ls(kQs, lane), M * K / 128));
-    DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kFp8Ws, lane), std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
-    const auto key = std::make_tuple(M, rows, K);
-    if (fp8_wgmma_for(M, rows)) {
-      DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
-      DI_CUDA_TRY(dc::fp8_linear_wgmma(q8, qs, M, w, y, s));
-      return Status::ok();
-    }
-    if (!c_.numerics.batch_invariant && M >= kLtMinRows && !lt_missing_.count(key)) {
-      // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
-      DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
-      DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
-      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s)) return Status::ok();
-      lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
-    }
-    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
-    if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
-      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, s));
-    } else {
-      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws, s));
-    }
-    return Status::ok();
-  }
-  return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane);
-}
-
-Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
-  // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
-  // blocks of wider rows, measured on the H200), so past the decode kernels the caller's per-group path.
-  const bool wg = fp8_wgmma_for(M, W.n / G);
-  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || (M >= kLtMinRows && !wg)) return false;
-  const int64_t K = W.k;
-  DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
-  DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
-  DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
-  const dc::Fp8Weight w = W.fp8_rows(0, W.n);
-  const int g = static_cast<int>(G);
-  DI_CUDA_TRY(wg ? dc::fp8_linear_grouped_wgmma(q8, qs, M, w, g, y, stream_)
-                 : dc::fp8_linear_grouped_skinny(q8, qs, M, w, g, y, stream_));
-  return true;
-}
-
-bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
-  const int64_t lo = tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows;
-  return !c_.numerics.batch_invariant && tuning_.fp8_wgmma_rows >= 0 && M >= lo && M <= kWgmmaMaxRows &&
-         (M <= kLtMinRows || N != kWgmmaLtN);
-}
-
-// bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
-// always finds a plan), or in batch-invariant mode exactly kBiRows per call, so cuBLASLt sees one
-// shape and picks one algorithm whatever M is. A short call is padded; pad rows' outputs dropped.
-Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
-                            float* y, int lane) {
-  void* const s = st(lane);
-  const int64_t K = W.k;
-  const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
-  const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
-  DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
-  for (int64_t m0 = 0; m0 < M; m0 += call) {
-    const int64_t m = std::min(call, M - m0);
-    const uint16_t* xc = static_cast<const uint16_t*>(x) + m0 * K;  // used as is when bf16 and full
-    if (!x_bf16 || m != call) {
-      DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(ls(kX16, lane), call * K));
-      if (x_bf16) {
-        DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2, s));
-      } else {
-        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x) + m0 * K, m, K, xb, K, s));
-      }
-      xc = xb;
-    }
-    float* yc = y + m0 * rows;
-    if (m != call) {
-      DI_ASSIGN_OR_RETURN(yc, buf<float>(ls(kYPad, lane), call * rows));
-    }
-    DI_CUDA_TRY(dc::bf16_linear_lt(xc, call, wp, rows, K, yc, false, ws, s));
-    if (m != call)
-      DI_CUDA_TRY(dc::copy_device_to_device(y + m0 * rows, yc, static_cast<size_t>(m * rows) * 4, s));
-  }
-  return Status::ok();
-}
 
 namespace {
 
