@@ -518,9 +518,9 @@ void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
   }
 }
 
-// The decode paths side by side at 8-128 rows (activation already quantised): the mma.sync GEMV
-// (M <= 64), the wgmma kernel and cuBLASLt (G = 1; the model runs G > 1 through cuBLASLt as G
-// calls on G streams, not timed here).
+// The FP8 decode paths side by side (activation already quantised): the mma.sync GEMV (M <= 64),
+// the wgmma kernel (past kFp8WgmmaMaxRows rows: calls of that many) and cuBLASLt (G = 1 only; the
+// model runs G > 1 through cuBLASLt as G calls on G streams, not timed here).
 void bench_fp8_paths(const char* name, int G, int N, int K, const std::vector<int>& ms_) {
   const int64_t GN = int64_t(G) * N;
   const size_t wbytes = size_t(GN) * K + size_t(GN / 128) * (K / 128);
@@ -632,7 +632,9 @@ int main(int argc, char** argv) {
   cublasSetWorkspace(g_blas, g_blas_ws, size_t(64) << 20);
   measure_ceilings();
   // argv[3] "moe": the routed-expert paths only; "moe:E:m": one of them (E experts, m rows each);
-  // "fp8dec": the FP8 decode path (M <= 16) at the V4 shapes, and the grouped wo_a
+  // "fp8dec": the FP8 decode path (M <= 16) at the V4 shapes, and the grouped wo_a; "fp8mid": the
+  // GEMV, wgmma and cuBLASLt FP8 paths at 8-256 rows; "fp8paths:N:K:G:M": one shape of those;
+  // "stream": read probes; "fp8one:N:K", "mxdec": one decode GEMV shape, the narrow experts at batch 1
   const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<int> dec = {1, 8, 32, 64};
   int one_e = 0, one_m = 0;
@@ -658,7 +660,7 @@ int main(int argc, char** argv) {
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }
-  if (only == "fp8mid") {  // the FP8 decode paths at 8-128 rows
+  if (only == "fp8mid") {  // the FP8 decode paths at 8-256 rows
     const std::vector<int> mid = {8, 16, 32, 48, 64, 128, 256};
     for (auto [name, N, K] : std::vector<std::tuple<const char*, int, int>>{
              {"wq_a", 1024, 4096}, {"wkv", 512, 4096}, {"wo_b", 4096, 8192}, {"wq_b", 32768, 1024},
