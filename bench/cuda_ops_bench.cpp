@@ -198,16 +198,46 @@ void measure_ceilings() {
               g_bf16_peak / 1e12, g_fp8_peak / 1e12);
 }
 
+// `sets` copies of an FP8 weight of rows x K (random codes, every E8M0 scale 120), rotated past L2.
+struct Fp8Sets {
+  std::vector<uint8_t*> w, sc;
+};
+Fp8Sets fp8_weight_sets(int sets, int64_t rows, int K) {
+  Fp8Sets s{std::vector<uint8_t*>(sets), std::vector<uint8_t*>(sets)};
+  for (int i = 0; i < sets; ++i) {
+    s.w[i] = static_cast<uint8_t*>(dalloc(size_t(rows) * K));
+    std::vector<uint8_t> hs(size_t(rows / 128) * (K / 128), 120);
+    s.sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
+    CK(cudaMemcpy(s.sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
+  }
+  return s;
+}
+void free_sets(const Fp8Sets& s) {
+  for (size_t i = 0; i < s.w.size(); ++i) {
+    CK(cudaFree(s.w[i]));
+    CK(cudaFree(s.sc[i]));
+  }
+}
+
+// An already quantised activation of M x K for the GEMM-alone timings: every code 0x38 (1.0),
+// every scale 1.
+struct QuantAct {
+  uint8_t* q;
+  float* qs;
+};
+QuantAct fixed_quant_act(int M, int64_t K) {
+  QuantAct a{static_cast<uint8_t*>(dalloc(size_t(M) * K)), static_cast<float*>(dalloc(size_t(M) * K / 128 * 4))};
+  std::vector<float> ones(size_t(M) * K / 128, 1.f);
+  CK(cudaMemcpy(a.qs, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
+  CK(cudaMemset(a.q, 0x38, size_t(M) * K));
+  return a;
+}
+
 void bench_fp8(const char* name, int N, int K, const std::vector<int>& ms_) {
   const size_t wbytes = size_t(N) * K + size_t(N / 128) * (K / 128);
   const int sets = rotation(wbytes);
-  std::vector<uint8_t*> w(sets), sc(sets);
-  for (int i = 0; i < sets; ++i) {
-    w[i] = static_cast<uint8_t*>(dalloc(size_t(N) * K));
-    std::vector<uint8_t> hs(size_t(N / 128) * (K / 128), 120);
-    sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
-    CK(cudaMemcpy(sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
-  }
+  const Fp8Sets ws8 = fp8_weight_sets(sets, N, K);
+  const std::vector<uint8_t*>&w = ws8.w, &sc = ws8.sc;
   // random bytes include e4m3 NaN codes (0x7f/0xff); harmless for timing, but keep data finite:
   // overwrite one set's codes through dequant-free masking is not needed since NaN math is not slower.
   void* wbf = dalloc(size_t(N) * K * 2);  // peer weight (one copy; bf16 is 2x the bytes anyway)
@@ -255,10 +285,7 @@ void bench_fp8(const char* name, int N, int K, const std::vector<int>& ms_) {
     report(r);
     for (void* p : {x, static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y), ws, xb, yb}) CK(cudaFree(p));
   }
-  for (int i = 0; i < sets; ++i) {
-    CK(cudaFree(w[i]));
-    CK(cudaFree(sc[i]));
-  }
+  free_sets(ws8);
   CK(cudaFree(wbf));
 }
 
@@ -483,19 +510,10 @@ void write_json(const char* path, const char* rev, const std::string& cmd) {
 void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
   const size_t wbytes = size_t(G) * N * K + size_t(G) * (N / 128) * (K / 128);
   const int sets = rotation(wbytes);
-  std::vector<uint8_t*> w(sets), sc(sets);
-  for (int i = 0; i < sets; ++i) {
-    w[i] = static_cast<uint8_t*>(dalloc(size_t(G) * N * K));
-    std::vector<uint8_t> hs(size_t(G) * (N / 128) * (K / 128), 120);
-    sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
-    CK(cudaMemcpy(sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
-  }
+  const Fp8Sets ws8 = fp8_weight_sets(sets, int64_t(G) * N, K);
+  const std::vector<uint8_t*>&w = ws8.w, &sc = ws8.sc;
   for (int M : ms_) {
-    uint8_t* q = static_cast<uint8_t*>(dalloc(size_t(M) * G * K));
-    float* qs = static_cast<float*>(dalloc(size_t(M) * G * K / 128 * 4));
-    std::vector<float> ones(size_t(M) * G * K / 128, 1.f);
-    CK(cudaMemcpy(qs, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemset(q, 0x38, size_t(M) * G * K));
+    const auto [q, qs] = fixed_quant_act(M, int64_t(G) * K);
     float* y = static_cast<float*>(dalloc(size_t(M) * G * N * 4));
     Row r;
     r.op = "fp8_gemm/dec-grouped";
@@ -512,10 +530,7 @@ void bench_fp8_grouped(int G, int N, int K, const std::vector<int>& ms_) {
     report(r);
     for (void* p : {static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y)}) CK(cudaFree(p));
   }
-  for (int i = 0; i < sets; ++i) {
-    CK(cudaFree(w[i]));
-    CK(cudaFree(sc[i]));
-  }
+  free_sets(ws8);
 }
 
 // The FP8 decode paths side by side (activation already quantised): the mma.sync GEMV (M <= 64),
@@ -525,23 +540,16 @@ void bench_fp8_paths(const char* name, int G, int N, int K, const std::vector<in
   const int64_t GN = int64_t(G) * N;
   const size_t wbytes = size_t(GN) * K + size_t(GN / 128) * (K / 128);
   const int sets = rotation(wbytes);
-  std::vector<uint8_t*> w(sets), sc(sets);
+  const Fp8Sets ws8 = fp8_weight_sets(sets, GN, K);
+  const std::vector<uint8_t*>&w = ws8.w, &sc = ws8.sc;
   std::vector<float*> scf(sets);
   for (int i = 0; i < sets; ++i) {
-    w[i] = static_cast<uint8_t*>(dalloc(size_t(GN) * K));
-    std::vector<uint8_t> hs(size_t(GN / 128) * (K / 128), 120);
-    sc[i] = static_cast<uint8_t*>(dalloc(hs.size()));
-    CK(cudaMemcpy(sc[i], hs.data(), hs.size(), cudaMemcpyHostToDevice));
-    scf[i] = static_cast<float*>(dalloc(hs.size() * 4));
+    scf[i] = static_cast<float*>(dalloc(size_t(GN / 128) * (K / 128) * 4));
     OK(dc::fp8_scales_to_f32({w[i], sc[i], false, GN, K}, scf[i], g_stream));
   }
   void* lws = dalloc(dc::fp8_linear_lt_workspace_bytes());
   for (int M : ms_) {
-    uint8_t* q = static_cast<uint8_t*>(dalloc(size_t(M) * G * K));
-    float* qs = static_cast<float*>(dalloc(size_t(M) * G * K / 128 * 4));
-    std::vector<float> ones(size_t(M) * G * K / 128, 1.f);
-    CK(cudaMemcpy(qs, ones.data(), ones.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemset(q, 0x38, size_t(M) * G * K));
+    const auto [q, qs] = fixed_quant_act(M, int64_t(G) * K);
     float* y = static_cast<float*>(dalloc(size_t(M) * GN * 4));
     auto row = [&](const char* op, const std::function<void(int)>& body) {
       Row r;
@@ -578,11 +586,8 @@ void bench_fp8_paths(const char* name, int G, int N, int K, const std::vector<in
       });
     for (void* p : {static_cast<void*>(q), static_cast<void*>(qs), static_cast<void*>(y)}) CK(cudaFree(p));
   }
-  for (int i = 0; i < sets; ++i) {
-    CK(cudaFree(w[i]));
-    CK(cudaFree(sc[i]));
-    CK(cudaFree(scf[i]));
-  }
+  free_sets(ws8);
+  for (float* p : scf) CK(cudaFree(p));
   CK(cudaFree(lws));
 }
 

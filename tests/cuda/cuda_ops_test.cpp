@@ -239,6 +239,43 @@ TEST(CudaOps, Fp8LinearMatchesCpu) {
   }
 }
 
+// V4's grouped wo_a weight: G FP8 weights of N x K, and all of them concatenated by rows as the
+// device takes them ([G*N, K] and their [G*N/128, K/128] scales).
+struct GroupedFp8 {
+  std::vector<Weight> ws;
+  std::vector<uint8_t> data, scale;
+};
+GroupedFp8 make_grouped_fp8(int64_t G, int64_t N, int64_t K, std::mt19937& rng) {
+  GroupedFp8 g;
+  for (int64_t i = 0; i < G; ++i) {
+    g.ws.push_back(make_fp8_weight(N, K, rng));
+    auto d = g.ws.back().data.span<uint8_t>();
+    auto sc = g.ws.back().scale.span<uint8_t>();
+    g.data.insert(g.data.end(), d.begin(), d.end());
+    g.scale.insert(g.scale.end(), sc.begin(), sc.end());
+  }
+  return g;
+}
+
+// The CPU's grouped product on the dequantised activation (hq, hs: host_quant of [M, G*K]): group g
+// takes columns [g*K, (g+1)*K) of each row and writes columns [g*N, (g+1)*N) of y [M, G*N].
+std::vector<float> grouped_fp8_reference(CpuOps& cpu, const std::vector<Weight>& ws, const std::vector<uint8_t>& hq,
+                                         const std::vector<float>& hs, int64_t M) {
+  const int64_t G = static_cast<int64_t>(ws.size()), N = ws[0].rows, K = ws[0].cols;
+  std::vector<float> ref(M * G * N);
+  for (int64_t g = 0; g < G; ++g) {
+    std::vector<float> xg(M * K), yg(M * N);
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t i = r * G * K + g * K + k;
+        xg[r * K + k] = e4m3_to_f32(hq[i]) * hs[i / 128];
+      }
+    cpu.linear(xg.data(), M, ws[g], yg.data());
+    for (int64_t r = 0; r < M; ++r) std::copy_n(yg.data() + r * N, N, ref.data() + r * G * N + g * N);
+  }
+  return ref;
+}
+
 // V4's grouped wo_a (8 groups of 1024 rows over 4096 columns each) in one launch of the decode
 // path (fp8_linear_grouped_skinny) against the CPU per group, and its row 0 bitwise the same at
 // M = 1, 5, 33.
@@ -248,16 +285,8 @@ TEST(CudaOps, Fp8GroupedLinearMatchesCpu) {
   CpuOps cpu(pool);
   std::mt19937 rng(5);
   const int64_t G = 8, N = 1024, K = 4096;
-  std::vector<Weight> ws;
-  std::vector<uint8_t> wd, wsc;
-  for (int64_t g = 0; g < G; ++g) {
-    ws.push_back(make_fp8_weight(N, K, rng));
-    auto d = ws.back().data.span<uint8_t>();
-    auto sc = ws.back().scale.span<uint8_t>();
-    wd.insert(wd.end(), d.begin(), d.end());
-    wsc.insert(wsc.end(), sc.begin(), sc.end());
-  }
-  Dev dw(wd.data(), wd.size()), dsc(wsc.data(), wsc.size());
+  const GroupedFp8 gwt = make_grouped_fp8(G, N, K, rng);
+  Dev dw(gwt.data.data(), gwt.data.size()), dsc(gwt.scale.data(), gwt.scale.size());
   const dc::Fp8Weight gw{dw.as<uint8_t>(), dsc.p, false, G * N, K};
   std::vector<float> x0;  // row 0 of every M
   std::vector<float> y0;  // the decode path's row 0 at M = 1
@@ -268,17 +297,7 @@ TEST(CudaOps, Fp8GroupedLinearMatchesCpu) {
     std::vector<uint8_t> hq;
     std::vector<float> hs;
     host_quant(x, M, G * K, hq, hs);
-    std::vector<float> ref(M * G * N);
-    for (int64_t g = 0; g < G; ++g) {
-      std::vector<float> xg(M * K), yg(M * N);
-      for (int64_t r = 0; r < M; ++r)
-        for (int64_t k = 0; k < K; ++k) {
-          const int64_t i = r * G * K + g * K + k;
-          xg[r * K + k] = e4m3_to_f32(hq[i]) * hs[i / 128];
-        }
-      cpu.linear(xg.data(), M, ws[g], yg.data());
-      for (int64_t r = 0; r < M; ++r) std::copy_n(yg.data() + r * N, N, ref.data() + r * G * N + g * N);
-    }
+    const std::vector<float> ref = grouped_fp8_reference(cpu, gwt.ws, hq, hs, M);
     Dev dx(x.data(), x.size() * 4), dq(M * G * K), ds(M * G * K / 128 * 4);
     ASSERT_TRUE(dc::quantize_act_fp8(dx.p, false, M, G * K, dq.as<uint8_t>(), ds.as<float>()));
     auto y = poisoned_run(M * G * N, [&](float* py) {
@@ -344,33 +363,15 @@ TEST(CudaOps, Fp8WgmmaLinearMatchesCpu) {
   check("slice", odd, 128, 512, true, {7});
 
   const int64_t G = 8, N = 1024, K = 4096;
-  std::vector<Weight> ws;
-  std::vector<uint8_t> wd, wsc;
-  for (int64_t g = 0; g < G; ++g) {
-    ws.push_back(make_fp8_weight(N, K, rng));
-    auto d = ws.back().data.span<uint8_t>();
-    auto sc = ws.back().scale.span<uint8_t>();
-    wd.insert(wd.end(), d.begin(), d.end());
-    wsc.insert(wsc.end(), sc.begin(), sc.end());
-  }
-  Dev dw(wd.data(), wd.size()), dsc(wsc.data(), wsc.size());
+  const GroupedFp8 gwt = make_grouped_fp8(G, N, K, rng);
+  Dev dw(gwt.data.data(), gwt.data.size()), dsc(gwt.scale.data(), gwt.scale.size());
   const dc::Fp8Weight gw{dw.as<uint8_t>(), dsc.p, false, G * N, K};
   for (int64_t M : {2, 40, 128}) {
     auto x = randn(M * G * K, rng);
     std::vector<uint8_t> hq;
     std::vector<float> hs;
     host_quant(x, M, G * K, hq, hs);
-    std::vector<float> ref(M * G * N);
-    for (int64_t g = 0; g < G; ++g) {
-      std::vector<float> xg(M * K), yg(M * N);
-      for (int64_t r = 0; r < M; ++r)
-        for (int64_t k = 0; k < K; ++k) {
-          const int64_t i = r * G * K + g * K + k;
-          xg[r * K + k] = e4m3_to_f32(hq[i]) * hs[i / 128];
-        }
-      cpu.linear(xg.data(), M, ws[g], yg.data());
-      for (int64_t r = 0; r < M; ++r) std::copy_n(yg.data() + r * N, N, ref.data() + r * G * N + g * N);
-    }
+    const std::vector<float> ref = grouped_fp8_reference(cpu, gwt.ws, hq, hs, M);
     Dev dq(hq.data(), hq.size()), ds(hs.data(), hs.size() * 4);
     auto y = poisoned_run(M * G * N, [&](float* py) {
       return dc::fp8_linear_grouped_wgmma(dq.as<uint8_t>(), ds.as<float>(), M, gw, static_cast<int>(G), py);
