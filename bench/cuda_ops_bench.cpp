@@ -445,6 +445,17 @@ void bench_moe_paths(int E, int m) {
   r.peer = "moe_wide64";
   r.peer_ms = wide_ms;
   report(r);
+  if (gq == 64) {  // the same 64-row groups in the 128-row launch: one block per SM, a deeper ring
+    const double wg_ms = r.ms;
+    r.op = "moe_wgmma_ring128";
+    r.ms = time_graph(std::max(sets, 20), [&](int i) {
+      OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, 128, x16, I, d, 10.f, a16, true, g_stream));
+      OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, 128, a16, d, I, true, g_stream));
+    });
+    r.peer = "moe_wgmma";
+    r.peer_ms = wg_ms;
+    report(r);
+  }
   for (void* p : owned) CK(cudaFree(p));
 }
 

@@ -71,7 +71,7 @@ struct CudaTuning {
   int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
   bool moe_wgmma = true;   // the wide expert kernels on warpgroup MMA (groups <= 128 rows); false: mma.sync (<= 64)
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
-  int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64) on the wgmma decode kernel; 0: 16, -1: never
+  int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };

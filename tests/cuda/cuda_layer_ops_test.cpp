@@ -487,7 +487,8 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
 // The wide expert kernels (mma.sync, 64-row groups; wgmma, 64- and 128-row groups) against the
 // narrow ones at the V4-Flash expert shapes (d 4096, I 2048, the long K loops), host-built groups:
 // expert 0 with 70 rows (groups of 64 + 6; one of 70 at wgmma width 96), expert 1 with 33 (width
-// 48), expert 2 with 1 (width 16), expert 3 with 150 (128 + 22: widths 128 and 32), and an empty
+// 48), expert 2 with 1 (width 16), expert 3 with 150 (128 + 22: widths 128 and 32), expert 4 with
+// 60 (width 64 in either launch; the 128-row launch runs it 8 stages deep), and an empty
 // (m = 0) descriptor whose rows must stay unwritten; expert 1 has scale bytes outside the foldable
 // range [106, 132] in some chunks (the unfolded path). Every path rounds x to fp16; y rows within
 // rel L2 1e-4 of the narrow ones; the padding rows after each expert keep NaN. The wgmma kernels run
@@ -497,7 +498,7 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(21);
   const int64_t d = 4096, I = 2048;
-  const std::vector<int> rows = {70, 33, 1, 150};
+  const std::vector<int> rows = {70, 33, 1, 150, 60};
   std::vector<std::unique_ptr<Dev>> keep;
   auto up = [&](const Tensor& t) {
     keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));

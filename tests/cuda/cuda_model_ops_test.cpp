@@ -7,7 +7,9 @@
 //     exact tiles; fp8_linear_lt over the converted expert vs the bf16 GEMM over the dequantised
 //     expert on the same fp8 activation: rel L2 1e-3 (as fp8_linear_lt vs the CPU);
 //   moe_sort_tokens: offsets = exclusive scan of the counts, slot_pos = the stable expert sort
-//     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192);
+//     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192); the groups
+//     moe_build_groups builds from its offsets (any T) cover each expert's rows in order, and equal
+//     the one-block kernel's where that runs;
 //   head_norm_rope_bf16 == rms_norm, rope_rows, cast_f32_to_bf16 in turn, bit for bit.
 #include <cmath>
 #include <cstdio>
@@ -290,21 +292,48 @@ TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
       if (goff[e] != off[e]) off_bad = e;
     for (size_t i = 0; i < ex.size() && pos_bad < 0; ++i)
       if (gpos[i] != pos[i]) pos_bad = int64_t(i);
+    // The groups built from these offsets (any T; 64-row groups, as the wide kernels take them):
+    // each expert's rows off[e]..off[e+1] in order, 64 at a time, then m = 0 to the end.
+    const int gr = 64, mg = dc::moe_max_groups(c.T, k, c.E, gr);
+    std::vector<dc::ExpertPtrs> ptrs(c.E, dc::ExpertPtrs{});
+    Dev dptrs(ptrs.data(), ptrs.size() * sizeof(dc::ExpertPtrs)), dummy(16), dpos2(ex.size() * 4);
+    Dev o13(2 * size_t(mg) * sizeof(dc::Mxfp4Group)), o2(size_t(mg) * sizeof(dc::Mxfp4Group));
+    float* f = dummy.as<float>();
+    ASSERT_TRUE(dc::moe_build_groups(nullptr, c.T, k, c.E, dptrs.as<dc::ExpertPtrs>(), f, f, f, f, f, 0, 0, mg,
+                                     dpos.as<int32_t>(), o13.as<dc::Mxfp4Group>(), o2.as<dc::Mxfp4Group>(), nullptr,
+                                     gr, doff.as<int32_t>()))
+        << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto h13 = download<dc::Mxfp4Group>(o13, 2 * size_t(mg)), h2 = download<dc::Mxfp4Group>(o2, mg);
+    int64_t g = 0, groups_bad = -1;
+    for (int64_t e = 0; e < c.E; ++e)
+      for (int64_t r0 = off[e]; r0 < off[e + 1]; r0 += gr, ++g) {
+        const int32_t m = static_cast<int32_t>(std::min<int64_t>(gr, off[e + 1] - r0));
+        const bool ok = h2[g].m == m && h2[g].row0 == r0 && h13[2 * g].m == m && h13[2 * g + 1].row0 == r0;
+        if (!ok && groups_bad < 0) groups_bad = g;
+      }
+    for (; g < mg; ++g)
+      if ((h2[g].m != 0 || h13[2 * g].m != 0) && groups_bad < 0) groups_bad = g;
+    EXPECT_EQ(groups_bad, -1) << "T=" << c.T << " E=" << c.E << ": groups from offsets, first wrong " << groups_bad;
+    EXPECT_EQ(download<int32_t>(dpos, ex.size()), gpos) << "moe_build_groups with offsets wrote slot_pos";
     const char* vs_groups = "n/a (T*k > 8192)";
-    if (c.T * k <= 8192) {  // moe_build_groups' slot_pos (group pointers are stored, never read here)
-      const int mg = dc::moe_max_groups(c.T, k, c.E);
-      std::vector<dc::ExpertPtrs> ptrs(c.E, dc::ExpertPtrs{});
-      Dev dptrs(ptrs.data(), ptrs.size() * sizeof(dc::ExpertPtrs)), dummy(16), dpos2(ex.size() * 4),
-          g13(2 * size_t(mg) * sizeof(dc::Mxfp4Group)), g2(size_t(mg) * sizeof(dc::Mxfp4Group));
-      float* f = dummy.as<float>();
+    if (c.T * k <= dc::moe_build_groups_max_slots()) {  // the one-block sort: the same slot_pos and groups
+      Dev g13(2 * size_t(mg) * sizeof(dc::Mxfp4Group)), g2(size_t(mg) * sizeof(dc::Mxfp4Group));
       ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), c.T, k, c.E, dptrs.as<dc::ExpertPtrs>(), f, f, f, f, f, 0, 0,
-                                       mg, dpos2.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>()))
+                                       mg, dpos2.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>(),
+                                       nullptr, gr))
           << dc::last_error();
       ASSERT_TRUE(dc::synchronize()) << dc::last_error();
       const auto p2 = download<int32_t>(dpos2, ex.size());
-      const bool same = p2 == gpos;
+      const auto b13 = download<dc::Mxfp4Group>(g13, 2 * size_t(mg)), b2 = download<dc::Mxfp4Group>(g2, mg);
+      const bool same = p2 == gpos && std::memcmp(b13.data(), h13.data(), b13.size() * sizeof(b13[0])) == 0 &&
+                        std::memcmp(b2.data(), h2.data(), b2.size() * sizeof(b2[0])) == 0;
       vs_groups = same ? "equal" : "DIFFERENT";
       EXPECT_TRUE(same) << "T=" << c.T << " E=" << c.E;
+    } else {  // past its limit without offsets: an error, nothing launched
+      EXPECT_FALSE(dc::moe_build_groups(dex.as<int32_t>(), c.T, k, c.E, dptrs.as<dc::ExpertPtrs>(), f, f, f, f, f, 0,
+                                        0, mg, dpos2.as<int32_t>(), o13.as<dc::Mxfp4Group>(), o2.as<dc::Mxfp4Group>(),
+                                        nullptr, gr));
     }
     std::printf("moe_sort_tokens T=%-5lld k=%d E=%-3lld%s: first wrong offset %lld, first wrong slot_pos %lld (-1: "
                 "none), vs moe_build_groups %s\n",

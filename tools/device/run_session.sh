@@ -5,8 +5,9 @@
 #      each time-boxed within TESTS_S seconds in all;
 #   2. `deepinfer bench --device cuda ARGS` for each line "NAME ARGS" of BENCH_CONFIGS, within
 #      BENCH_S seconds in all (JSON per line);
-#   2b. with OPS_BENCH="ARGS" and cuda_ops_bench carried: the op bench (ARGS "moe": the routed
-#      expert paths only), within OPS_S seconds;
+#   2b. with OPS_BENCH="ARGS[;ARGS...]" and cuda_ops_bench carried: the op bench (ARGS "moe": the
+#      routed expert paths only) once per argument set and per binary of OPS_BINS (default
+#      cuda_ops_bench), within OPS_S seconds in all;
 #   3. with TOKENIZER=1 and tokenizer_bench carried: ours against HF tokenizers' Python package
 #      on this machine, one thread (bench/tokenizer_vs_hf_py.py), within TOK_S seconds.
 # A call returns at most 8 files: every log is packed into $OUT/logs.tgz; the bench JSON files
@@ -39,11 +40,25 @@ source tools/device/loops.sh
 run_tests .device-bin/bin "${TESTS_S:-200}" $TESTS
 
 if [ -n "${OPS_BENCH:-}" ] && [ -x .device-bin/bin/cuda_ops_bench ]; then
-  log "cuda_ops_bench $OPS_BENCH (box ${OPS_S:-90} s)"
-  # shellcheck disable=SC2086
-  timeout "${OPS_S:-90}" .device-bin/bin/cuda_ops_bench "$OUT/bench-ops.json" "${GIT_REV:-unknown}" $OPS_BENCH \
-    > "$OUT/ops-bench.txt" 2>&1
-  echo "ops bench rc=$?"; grep -vE "^(ceiling|measur)" "$OUT/ops-bench.txt" | cut -c1-170 | tail -20
+  log "cuda_ops_bench $OPS_BENCH with ${OPS_BINS:-cuda_ops_bench} (box ${OPS_S:-90} s in all)"
+  # OPS_BENCH: argument sets separated by ';', each run by every binary of OPS_BINS in turn (an A/B
+  # of two builds of the bench in one call); the JSON of run n of binary B is bench-ops-B-n.json.
+  OPS_END=$((SECONDS + ${OPS_S:-90}))
+  IFS=';' read -ra OPS_SETS <<< "$OPS_BENCH"
+  n=0
+  for args in "${OPS_SETS[@]}"; do
+    n=$((n + 1))
+    for b in ${OPS_BINS:-cuda_ops_bench}; do
+      left=$((OPS_END - SECONDS))
+      [ "$left" -gt 5 ] || { echo "ops bench: box spent before $b $args"; break 2; }
+      echo "-- $b $args" >> "$OUT/ops-bench.txt"
+      # shellcheck disable=SC2086
+      timeout "$left" ".device-bin/bin/$b" "$OUT/bench-ops-$b-$n.json" "${GIT_REV:-unknown}" $args \
+        >> "$OUT/ops-bench.txt" 2>&1
+      echo "ops bench $b $args rc=$?"
+    done
+  done
+  grep -vE "^(ceiling|measur)" "$OUT/ops-bench.txt" | cut -c1-170 | tail -40
 fi
 
 log "deepinfer bench --synthetic (box ${BENCH_S:-250} s in all)"
@@ -66,5 +81,5 @@ EOF
 fi
 nvidia-smi --query-gpu=clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee -a "$OUT/env.txt"
 tar czf "$FINAL/logs.tgz" -C "$OUT" .
-ls "$OUT"/bench-*.json 2>/dev/null | head -6 | xargs -r -I{} cp {} "$FINAL/"
+ls "$OUT"/bench-*.json 2>/dev/null | grep -v bench-ops- | head -6 | xargs -r -I{} cp {} "$FINAL/"
 echo "tests rc=$TEST_RC"

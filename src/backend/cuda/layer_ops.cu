@@ -556,16 +556,21 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
                                                          float* g_perm, float* u_perm, const float* a_perm,
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
                                                          int group_rows, int32_t* __restrict__ slot_pos,
-                                                         Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2) {
+                                                         Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2,
+                                                         const int32_t* __restrict__ offsets) {
   detail::pdl_entry();
   __shared__ int ex[kMaxSlots];
   __shared__ int cnt[1024], off[1024], gst[1024];
-  for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
-  __syncthreads();
-  for (int i = threadIdx.x; i < TK; i += blockDim.x) {
-    const int e = experts[i];
-    ex[i] = e;
-    atomicAdd(&cnt[e], 1);
+  if (offsets) {  // sorted already (moe_sort_tokens): the counts from its offsets, slot_pos as it wrote it
+    for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = offsets[e + 1] - offsets[e];
+  } else {
+    for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < TK; i += blockDim.x) {
+      const int e = experts[i];
+      ex[i] = e;
+      atomicAdd(&cnt[e], 1);
+    }
   }
   __syncthreads();
   {  // exclusive prefix sums of the rows and groups per expert: thread i owns experts 4i..4i+3
@@ -591,9 +596,11 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     if (cnt[e] == 0) continue;
-    int r = off[e];
-    for (int i = 0; i < TK; ++i)
-      if (ex[i] == e) slot_pos[i] = r++;
+    if (!offsets) {
+      int r = off[e];
+      for (int i = 0; i < TK; ++i)
+        if (ex[i] == e) slot_pos[i] = r++;
+    }
     const ExpertPtrs p = ptrs[e];
     for (int c = 0; c * group_rows < cnt[e]; ++c) {
       const int g = gst[e] + c;
@@ -805,6 +812,8 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 
 int moe_group_rows() { return kGroupRows; }
 
+int64_t moe_build_groups_max_slots() { return kMaxSlots; }
+
 int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
   const int64_t tk = T * k;
   return static_cast<int>(std::min<int64_t>(n_experts, tk) + tk / group_rows);
@@ -813,15 +822,16 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream, int group_rows) {
-  if (T * k > kMaxSlots || n_experts > 1024) return fail("moe_build_groups: T*k > 8192 or E > 1024");
+                      Mxfp4Group* groups2, void* stream, int group_rows, const int32_t* offsets) {
+  if ((!offsets && T * k > kMaxSlots) || n_experts > 1024)
+    return fail("moe_build_groups: T*k > 8192 without offsets, or E > 1024");
   if (group_rows != 16 && group_rows != 32 && group_rows != 64 && group_rows != 128)
     return fail("moe_build_groups: group_rows not 16, 32, 64 or 128");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
   detail::launch_pdl(moe_groups_kernel, 1, 256, 0, as_stream(stream), experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
-                                                      max_groups, group_rows, slot_pos, groups13, groups2);
+                                                      max_groups, group_rows, slot_pos, groups13, groups2, offsets);
   return check_launch("moe_groups_kernel");
 }
 

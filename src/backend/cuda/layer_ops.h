@@ -59,10 +59,15 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// groups2 [max_groups] (x = a_perm, y = y_perm); unused entries get m = 0. x_perm, g_perm,
 /// u_perm and a_perm may be null (the wide kernels take x16 / a16 by row0): their descriptor
 /// pointers are then null. One block, fixed order: the result depends only on `experts`.
+/// T * k <= moe_build_groups_max_slots(), unless `offsets` is given: offsets [E + 1] and slot_pos
+/// as moe_sort_tokens (model_ops.h, any T) wrote them for the same experts; then only the groups
+/// are built (the same descriptors) and `experts` is not read.
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16);
+                      Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16,
+                      const int32_t* offsets = nullptr);
+int64_t moe_build_groups_max_slots();
 /// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,
                  void* stream = nullptr);

@@ -3,9 +3,10 @@
 // operands swapped so the weights never pass through a second shared-memory copy.
 //
 // Block: 128 weight rows of one group (two warpgroups x 64: warp w owns rows 16w..16w+15) and all of
-// the group's <= NMAX rows. K is walked in 128-wide chunks through a 4-deep cp.async ring: per stage
-// the group's rows as fp16 (two panels of 64 columns, 128 B per row, 128-byte swizzle: the wgmma B
-// operand, K-major, N = the group's rows), 128 x 64 B of packed e2m1 (XOR-swizzled for ldmatrix)
+// the group's <= NMAX rows. K is walked in 128-wide chunks through a cp.async ring of fixed bytes,
+// 4-10 stages deep as the group's width allows (stages()): per stage the group's rows as fp16 (two
+// panels of 64 columns, 128 B per row, 128-byte swizzle: the wgmma B operand, K-major, N = the
+// group's rows rounded up to the wgmma width), 128 x 64 B of packed e2m1 (XOR-swizzled for ldmatrix)
 // and 128 x 4 scale bytes. Each warp takes its weights with ldmatrix (lane (g, t): the
 // device-layout word of codes 8t..8t+7 of rows g and g + 8, every scale group) and dequantises
 // them in registers (e2m1_dev_pairs) straight into the A fragments: per 32 columns (one scale
@@ -44,19 +45,27 @@ constexpr int kWarps = 8;
 constexpr int kRows = kWarps * 16;       // 128 weight rows per block
 constexpr int kStageW = kRows * 64;      // 8 KB of packed weights per stage
 constexpr int kStageS = 1024;            // 512 B of scales, padded: the next stage's rows stay 1024-aligned
-// A stage is refilled two chunks after its wgmma were issued (each warpgroup leaves a chunk's wgmma
-// running while it dequantises the next one), so the copies run kStages - 2 chunks ahead.
-constexpr int kStages = 4;
+// A stage holds N fp16 rows (the width the block runs at), the weights and the scales.
+template <int N>
+constexpr int stage_bytes() { return N * 256 + kStageW + kStageS; }
+// The ring's bytes, fixed per launch (NMAX): 4 stages at width 64 (two blocks per SM), 5 at 128
+// (one block per SM).
 template <int NMAX>
-constexpr int stage_bytes() { return NMAX * 256 + kStageW + kStageS; }
+constexpr int ring_bytes() { return (NMAX <= 64 ? 4 : 5) * stage_bytes<NMAX>(); }
 template <int NMAX>
-constexpr int smem_bytes() { return kStages * stage_bytes<NMAX>() + 1024; }  // + alignment slack
+constexpr int smem_bytes() { return ring_bytes<NMAX>() + 1024; }  // + alignment slack
+// A block fills the ring with as many stages as fit at its own width (its group's rows): 4 at 64,
+// 7 at 16, so narrow groups keep more weight bytes in flight. A stage is refilled two chunks after
+// its wgmma were issued (each warpgroup leaves a chunk's wgmma running while it dequantises the
+// next one), so the copies run stages - 2 chunks ahead.
+template <int N, int NMAX>
+constexpr int stages() { return ring_bytes<NMAX>() / stage_bytes<N>() < 10 ? ring_bytes<NMAX>() / stage_bytes<N>() : 10; }
 
-// Row r, 16-byte segment seg (0..15) of a stage's rows: panel seg / 8 (NMAX rows of 128 B each),
+// Row r, 16-byte segment seg (0..15) of a stage's rows: panel seg / 8 (N rows of 128 B each),
 // chunk seg % 8 XOR (r & 7): the 128-byte swizzle wgmma_desc_sw128 describes.
-template <int NMAX>
+template <int N>
 __device__ __forceinline__ uint32_t x_off(int row, int seg) {
-  return uint32_t((seg >> 3) * NMAX * 128 + row * 128 + (((seg & 7) ^ (row & 7)) << 4));
+  return uint32_t((seg >> 3) * N * 128 + row * 128 + (((seg & 7) ^ (row & 7)) << 4));
 }
 
 // The A fragments of scale group j of a chunk, from this lane's words wv[nt][j] (nt 0: row g, 1:
@@ -75,10 +84,10 @@ __device__ __forceinline__ void a_frags(uint32_t w0, uint32_t w1, uint32_t l00, 
 struct WFrag {
   uint32_t wv[2][4], sg[2];
 };
-template <int NMAX>
+template <int N>
 __device__ __forceinline__ WFrag load_w(uint32_t st, int warp, int lane) {
   const int g = lane >> 2;
-  const uint32_t wbase = st + NMAX * 256 + warp * 16 * 64, sbase = st + NMAX * 256 + kStageW + warp * 16 * 4;
+  const uint32_t wbase = st + N * 256 + warp * 16 * 64, sbase = st + N * 256 + kStageW + warp * 16 * 4;
   WFrag f;
   ldsm_x4(f.wv[0], wbase + w64_off(lane & 7, lane >> 3));
   ldsm_x4(f.wv[1], wbase + 8 * 64 + w64_off(lane & 7, lane >> 3));
@@ -88,14 +97,14 @@ __device__ __forceinline__ WFrag load_w(uint32_t st, int warp, int lane) {
 
 // Descriptor of scale group j's k16 slice h of a stage's rows, from the stage's descriptor (the
 // address field counts 16-byte units and never carries: shared addresses are < 2^18).
-template <int NMAX>
+template <int N>
 __device__ __forceinline__ uint64_t slice_desc(uint64_t d0, int j, int h) {
-  return d0 + uint64_t(((j >> 1) * NMAX * 128 + (j & 1) * 64 + h * 32) >> 4);
+  return d0 + uint64_t(((j >> 1) * N * 128 + (j & 1) * 64 + h * 32) >> 4);
 }
 
 // A folded chunk: dequantise into a (the chunk's 4 scale groups x 2 k16 slices), then issue its 8
 // wgmma and commit them as one group (not waited for here).
-template <int N, int NMAX>
+template <int N>
 __device__ __forceinline__ void chunk_folded(float (&acc)[N / 2], const WFrag& w, uint64_t d0, uint32_t (&a)[4][2][4]) {
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -107,8 +116,8 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[N / 2], const WFrag& w
   wgmma_fence();
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
-    wgmma_f16_rs<N>(acc, a[j][0], slice_desc<NMAX>(d0, j, 0), 1);
-    wgmma_f16_rs<N>(acc, a[j][1], slice_desc<NMAX>(d0, j, 1), 1);
+    wgmma_f16_rs<N>(acc, a[j][0], slice_desc<N>(d0, j, 0), 1);
+    wgmma_f16_rs<N>(acc, a[j][1], slice_desc<N>(d0, j, 1), 1);
   }
   wgmma_commit();
 }
@@ -116,7 +125,7 @@ __device__ __forceinline__ void chunk_folded(float (&acc)[N / 2], const WFrag& w
 // A chunk with any scales: everything in flight is waited for, then per scale group and 16
 // columns of B two wgmma into a fresh fragment, added times the rows' scales (narrow slices keep
 // this rare path's registers low).
-template <int N, int NMAX>
+template <int N>
 __device__ __forceinline__ void chunk_exact(float (&acc)[N / 2], const WFrag& w, uint64_t d0) {
   wgmma_wait<0>();
 #pragma unroll
@@ -129,8 +138,8 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[N / 2], const WFrag& w,
     for (int q = 0; q < N / 16; ++q) {
       float f[8];
       wgmma_fence();
-      wgmma_f16_rs<16>(f, a[0], slice_desc<NMAX>(d0, j, 0) + q * (2048 >> 4), 0);  // B rows 16q..16q+15
-      wgmma_f16_rs<16>(f, a[1], slice_desc<NMAX>(d0, j, 1) + q * (2048 >> 4), 1);
+      wgmma_f16_rs<16>(f, a[0], slice_desc<N>(d0, j, 0) + q * (2048 >> 4), 0);  // B rows 16q..16q+15
+      wgmma_f16_rs<16>(f, a[1], slice_desc<N>(d0, j, 1) + q * (2048 >> 4), 1);
       wgmma_commit();
       wgmma_wait<0>();
 #pragma unroll
@@ -153,20 +162,20 @@ struct Job {
   int m, K;
 };
 
-template <int NMAX>
+template <int N, int S>
 __device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int nchunk, int tid) {
   if (c < nchunk) {
-    const uint32_t st = s_base + (c % kStages) * stage_bytes<NMAX>();
-    const uint32_t ws = st + NMAX * 256;
+    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
+    const uint32_t ws = st + N * 256;
 #pragma unroll
     for (int q = 0; q < 2; ++q)
       cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wsrc + q * jb.wstride + c * 64);
     if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + c * 4);
     const int xr = tid >> 4, xseg = tid & 15;
 #pragma unroll
-    for (int q = 0; q < NMAX / 16; ++q)
+    for (int q = 0; q < N / 16; ++q)
       if (xr + 16 * q < jb.m)
-        cp_async16(st + x_off<NMAX>(xr + 16 * q, xseg), jb.xsrc + int64_t(16 * q) * jb.K + c * 128);
+        cp_async16(st + x_off<N>(xr + 16 * q, xseg), jb.xsrc + int64_t(16 * q) * jb.K + c * 128);
   }
   cp_commit();
 }
@@ -177,38 +186,40 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
                                     __half* __restrict__ a16) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int nchunk = jb.K / 128;
+  constexpr int S = stages<N, NMAX>();
+  static_assert(S >= 4, "the ring holds at least 4 stages");
   float acc[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f;
 #pragma unroll
-  for (int i = 0; i < kStages - 2; ++i) issue<NMAX>(jb, s_base, i, nchunk, tid);
+  for (int i = 0; i < S - 2; ++i) issue<N, S>(jb, s_base, i, nchunk, tid);
   // One step per chunk; a: the A registers of this chunk, prev: the previous chunk's (two sets,
   // alternating: the previous chunk's wgmma may still read theirs; they stay pinned until retired).
   auto step = [&](int c, uint32_t (&a)[4][2][4], uint32_t (&prev)[4][2][4]) {
-    cp_wait<kStages - 3>();
+    cp_wait<S - 3>();
     fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
-    const uint32_t st = s_base + (c % kStages) * stage_bytes<NMAX>();
+    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
     // One barrier: stage c is in for every thread, every warpgroup has finished chunk c - 2's
     // wgmma (so its stage may be refilled), and (kExact) the block decides from the chunk's scales
     // alone whether it folds them.
     bool fold = true;
     if constexpr (kExact) {
-      fold = __syncthreads_and(tid >= kRows || mxfp4_foldable(lds_u32(st + NMAX * 256 + kStageW + tid * 4)));
+      fold = __syncthreads_and(tid >= kRows || mxfp4_foldable(lds_u32(st + N * 256 + kStageW + tid * 4)));
     } else {
       __syncthreads();
     }
-    issue<NMAX>(jb, s_base, c + kStages - 2, nchunk, tid);
-    const WFrag w = load_w<NMAX>(st, warp, lane);
+    issue<N, S>(jb, s_base, c + S - 2, nchunk, tid);
+    const WFrag w = load_w<N>(st, warp, lane);
     const uint64_t d0 = wgmma_desc_sw128(st);
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[i]);
     if (fold) {
-      chunk_folded<N, NMAX>(acc, w, d0, a);
+      chunk_folded<N>(acc, w, d0, a);
 #pragma unroll
       for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(acc[i]);
       wgmma_wait<1>();  // chunk c - 1 done; chunk c runs on
     } else if constexpr (kExact) {
-      chunk_exact<N, NMAX>(acc, w, d0);
+      chunk_exact<N>(acc, w, d0);
     }
 #pragma unroll
     for (int j = 0; j < 4; ++j)

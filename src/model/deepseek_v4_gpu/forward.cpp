@@ -348,9 +348,18 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark("moe: shared expert"));
-  // Routed experts (MXFP4), in chunks of rows (moe_build_groups' limit).
-  const int64_t Tm = std::min(T, kMoeChunk), Rm = Tm * k;
+  // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
+  const int64_t from = wide_experts_from();
+  const bool can_wide = from != std::numeric_limits<int64_t>::max();
+  const int64_t Tm = std::min(T, can_wide ? kMoeWideChunk : kMoeChunk), Rm = Tm * k;
   const int G = dc::moe_max_groups(Tm, k, E);
+  // Past moe_build_groups' one-block limit, moe_sort_tokens sorts the rows first.
+  int32_t* offsets = nullptr;
+  void* sort_ws = nullptr;
+  if (Rm > dc::moe_build_groups_max_slots()) {
+    DI_ASSIGN_OR_RETURN(offsets, buf<int32_t>(kMoeOff, E + 1));
+    DI_ASSIGN_OR_RETURN(sort_ws, scratch_.get(kSortWs, dc::moe_sort_tokens_workspace_bytes(Tm, k, E)));
+  }
   DI_ASSIGN_OR_RETURN(float* lws, buf<float>(kLogitsWs, Tm * E));
   DI_ASSIGN_OR_RETURN(int32_t* experts, buf<int32_t>(kExperts, Rm));
   DI_ASSIGN_OR_RETURN(int32_t* ex_scratch, buf<int32_t>(kExScratch, Rm));
@@ -363,7 +372,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = R >= wide_experts_from();
+    const bool wide = R >= from;
     // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
     // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64;
     // where their shapes fit (K % 256: I and d), else the mma.sync ones.
@@ -379,9 +388,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // they grow once: a workspace that moves drops the captured graphs.
     float *xp = nullptr, *gp = nullptr, *up = nullptr, *ap = nullptr;
     if (!wide) {
-      const int64_t from = wide_experts_from();
-      const int64_t rows =
-          from == std::numeric_limits<int64_t>::max() ? Rm : std::max(Rm, std::min<int64_t>(from, kMoeChunk * k));
+      const int64_t rows = !can_wide ? Rm : std::max(std::min(Rm, from), std::min<int64_t>(from, kMoeChunk * k));
       DI_ASSIGN_OR_RETURN(xp, buf<float>(kXp, rows * d));
       DI_ASSIGN_OR_RETURN(gp, buf<float>(kGp, rows * I));
       DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
@@ -395,8 +402,10 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
     }
-    DI_CUDA_TRY(
-        dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_, gr));
+    if (R > dc::moe_build_groups_max_slots())
+      DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
+    DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
+                                     gr, R > dc::moe_build_groups_max_slots() ? offsets : nullptr));
     if (wide) {  // fp16 rows, weights read once per 64-row group, SwiGLU fused into w1/w3
       DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
       DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));

@@ -92,11 +92,11 @@ class Forward {
   Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1) {
     return linear(x, false, M, W, 0, W.n, y, lane);
   }
-  /// V4's grouped output projection in one quantisation and one launch (the FP8 decode path):
-  /// y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..) times W rows
-  /// [g*N, ..)). Returns false (nothing launched) where it does not apply (batch-invariant mode,
-  /// M from the cuBLASLt threshold past the wgmma kernel's rows, a bf16 W): the caller then runs one
-  /// linear per group.
+  /// V4's grouped output projection in one quantisation and one launch per 128 rows (the FP8
+  /// decode paths): y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..)
+  /// times W rows [g*N, ..)). Returns false (nothing launched) where it does not apply
+  /// (batch-invariant mode, M from the cuBLASLt threshold on when the wgmma kernel is off, M past
+  /// kGroupedWgmmaMaxRows, a bf16 W): the caller then runs one linear per group.
   Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
   /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
   /// kernel (default mode; tuning_.fp8_wgmma_rows).

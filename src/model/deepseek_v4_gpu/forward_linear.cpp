@@ -49,7 +49,10 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
 Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
   // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
   // blocks of wider rows, measured on the H200), so past the decode kernels the caller's per-group path.
-  const bool wg = fp8_wgmma_for(M, W.n / G);
+  // Past the decode rows, the wgmma kernel per 128 rows still beats cuBLASLt's G calls (each
+  // about 15 us at any size, op bench fp8mid, H200).
+  const bool wg = fp8_wgmma_for(M, W.n / G) || (M > kWgmmaMaxRows && M <= kGroupedWgmmaMaxRows &&
+                                                 fp8_wgmma_for(std::max<int64_t>(kWgmmaMinRows, tuning_.fp8_wgmma_rows), 0));
   if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || (M >= kLtMinRows && !wg)) return false;
   const int64_t K = W.k;
   DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
@@ -57,8 +60,14 @@ Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLine
   DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
   const dc::Fp8Weight w = W.fp8_rows(0, W.n);
   const int g = static_cast<int>(G);
-  DI_CUDA_TRY(wg ? dc::fp8_linear_grouped_wgmma(q8, qs, M, w, g, y, stream_)
-                 : dc::fp8_linear_grouped_skinny(q8, qs, M, w, g, y, stream_));
+  if (!wg) {
+    DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, w, g, y, stream_));
+    return true;
+  }
+  for (int64_t m0 = 0; m0 < M; m0 += dc::kFp8WgmmaMaxRows) {  // rows are independent: x, scales, y by row
+    const int64_t m = std::min(dc::kFp8WgmmaMaxRows, M - m0);
+    DI_CUDA_TRY(dc::fp8_linear_grouped_wgmma(q8 + m0 * G * K, qs + m0 * G * K / 128, m, w, g, y + m0 * W.n, stream_));
+  }
   return true;
 }
 

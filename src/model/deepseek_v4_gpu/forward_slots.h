@@ -11,16 +11,23 @@ enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
-  kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex,
+  kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
 };
 
 inline constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
-inline constexpr int64_t kMoeChunk = 1024;    // moe_build_groups takes T * k <= 8192
+inline constexpr int64_t kMoeChunk = 1024;    // routed-expert chunk of the narrow kernels (their fp32 rows)
+// ... and of the wide ones: each chunk reads every routed expert's weights once (8 chunks of 1k
+// tokens read them 8 times), so a prefill of up to 8k tokens is one chunk (moe_sort_tokens sorts
+// its rows past moe_build_groups' one-block limit).
+inline constexpr int64_t kMoeWideChunk = 8192;
 inline constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 inline constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 inline constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
 // Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
 // 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
 inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
+// The grouped wo_a also past 64 rows, in launches of up to kFp8WgmmaMaxRows rows, up to this many:
+// cuBLASLt there is one call per group on transposed copies.
+inline constexpr int64_t kGroupedWgmmaMaxRows = 256;
 
 }  // namespace deepinfer::v4gpu::fwd
