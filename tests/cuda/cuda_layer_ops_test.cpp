@@ -603,6 +603,95 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   }
 }
 
+// The FP8 expert kernels (mxfp4_fp8.cu) against the CPU backend's expert_forward with the
+// reference's rounding (act_block 128: x and the SwiGLU rows through e4m3 per 128, as the official
+// kernels), at the V4-Flash expert shapes: experts with 1, 12, 20, 33 and 64 rows (widths 16, 16,
+// 32, 64, 64) and an empty group; tokens scattered to their rows by a random slot_pos
+// (moe_rows_fp8). Error: rel L2 per expert <= 1e-3 (the same products, fp32 sums in another order,
+// the tensor core's FP8 accumulation within each 128). mxfp4_scales_fp8_foldable: scale bytes
+// 121..124 fold, one byte of 126 does not.
+TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
+  SKIP_WITHOUT_DEVICE();
+  ThreadPool pool(0);
+  CpuOps cpu(pool);
+  std::mt19937 rng(41);
+  const int64_t d = 4096, I = 2048;
+  const std::vector<int> rows = {1, 12, 20, 33, 64};
+  v4::MoeParams p;
+  p.swiglu_limit = 10.f, p.act_block = 128;
+  std::vector<std::unique_ptr<Dev>> keep;
+  auto up = [&](const Tensor& t) {
+    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
+    return keep.back()->as<uint8_t>();
+  };
+  auto upw = [&](const Tensor& t) {
+    uint8_t* q = up(t);
+    EXPECT_TRUE(dc::mxfp4_to_device_layout(q, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
+    return q;
+  };
+  std::vector<Weight> w1s, w2s, w3s;
+  std::vector<dc::ExpertPtrs> ex;
+  for (size_t e = 0; e < rows.size(); ++e) {
+    w1s.push_back(mxfp4_weight(I, d, rng)), w3s.push_back(mxfp4_weight(I, d, rng)), w2s.push_back(mxfp4_weight(d, I, rng));
+    ex.push_back({upw(w1s[e].data), up(w1s[e].scale), upw(w3s[e].data), up(w3s[e].scale), upw(w2s[e].data),
+                  up(w2s[e].scale)});
+  }
+  const int64_t R = std::accumulate(rows.begin(), rows.end(), int64_t(0));
+  const auto h = randn(R * d, rng, 0.5f);  // token i (k = 1) goes to row slot_pos[i]
+  std::vector<int32_t> slot(R);
+  std::iota(slot.begin(), slot.end(), 0);
+  std::shuffle(slot.begin(), slot.end(), rng);
+  std::vector<int32_t> token_of(R);
+  for (int64_t i = 0; i < R; ++i) token_of[slot[i]] = static_cast<int32_t>(i);
+  const std::vector<float> nan_y(R * d, NAN);
+  Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * d), xs(R * d / 128 * 4), a32(R * I * 4);
+  Dev a8(R * I), as(R * I / 128 * 4), y(nan_y.data(), R * d * 4);
+  std::vector<dc::Mxfp4Group> g13, g2;
+  int64_t row0 = 0;
+  for (size_t e = 0; e < rows.size(); row0 += rows[e], ++e) {
+    g13.push_back({ex[e].w1, ex[e].s1, nullptr, nullptr, rows[e], int32_t(row0)});
+    g13.push_back({ex[e].w3, ex[e].s3, nullptr, nullptr, rows[e], int32_t(row0)});
+    g2.push_back({ex[e].w2, ex[e].s2, nullptr, y.as<float>() + row0 * d, rows[e], int32_t(row0)});
+  }
+  g13.push_back({}), g13.push_back({}), g2.push_back({});  // an empty group
+  Dev dg13(g13.data(), g13.size() * sizeof(g13[0])), dg2(g2.data(), g2.size() * sizeof(g2[0]));
+  const int G = static_cast<int>(g2.size());
+  ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), R, 1, d, dslot.as<int32_t>(), x8.as<uint8_t>(), xs.as<float>(), R))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dg13.as<dc::Mxfp4Group>(), G, 64, x8.as<uint8_t>(), xs.as<float>(), R,
+                                               I, d, 10.f, a32.as<float>()))
+      << dc::last_error();
+  ASSERT_TRUE(dc::moe_rows_fp8(a32.as<float>(), R, 1, I, nullptr, a8.as<uint8_t>(), as.as<float>(), R))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 64, a8.as<uint8_t>(), as.as<float>(), R, d, I))
+      << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  const auto gy = download<float>(y, R * d);
+  row0 = 0;
+  for (size_t e = 0; e < rows.size(); row0 += rows[e], ++e) {
+    std::vector<float> xe(rows[e] * d), ref(rows[e] * d);
+    for (int r = 0; r < rows[e]; ++r)
+      std::copy_n(h.begin() + int64_t(token_of[row0 + r]) * d, d, xe.begin() + int64_t(r) * d);
+    v4::expert_forward(cpu, p, w1s[e], w2s[e], w3s[e], xe.data(), rows[e], ref.data());
+    const std::vector<float> got(gy.begin() + row0 * d, gy.begin() + (row0 + rows[e]) * d);
+    const double err = rel_l2(got, ref);
+    std::printf("fp8 experts vs cpu (reference rounding), expert %zu (%d rows): rel L2 %.3g\n", e, rows[e], err);
+    EXPECT_LT(err, 1e-3) << "expert " << e;
+  }
+  // Which weights fold into the e4m3 tables: bytes 121..124 do, one 126 does not.
+  const int32_t one = 1;
+  Dev f_ok(&one, 4), f_bad(&one, 4);
+  auto bad = mxfp4_weight(128, 256, rng);
+  bad.scale.mutable_span<uint8_t>()[77] = 126;
+  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(ex[0].s1, I * d / 32, f_ok.as<int32_t>()));
+  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(up(bad.scale), 128 * 256 / 32, f_bad.as<int32_t>()));
+  EXPECT_EQ(download<int32_t>(f_ok, 1)[0], 1);
+  EXPECT_EQ(download<int32_t>(f_bad, 1)[0], 0);
+  // Bad input: an error, no launch.
+  EXPECT_FALSE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 65, a8.as<uint8_t>(), as.as<float>(), R, d, I));
+  EXPECT_FALSE(dc::moe_rows_fp8(dh.as<float>(), R, 1, 100, nullptr, x8.as<uint8_t>(), xs.as<float>(), R));
+}
+
 // Prefill speed (printed, not asserted): CUDA-event times of hc_pre, hc_post and moe_route on
 // V4-Flash shapes (d 4096, 4 streams, 256 experts, top-6) at T = 1 .. 8192. GB/s counts the
 // minimal traffic (hc_pre: X read once + fn + input written; hc_post: X read + written + f;

@@ -252,6 +252,23 @@ bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const
 /// scale bytes lies outside [106, 132], the range the expert kernels fold into their fp16 tables
 /// exactly.
 bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream = nullptr);
+/// The same two steps on FP8 warpgroup MMA (mxfp4_fp8.cu), as the official reference computes
+/// them: activation rows quantised to e4m3 per 128 along K (quantize_act_fp8's rule), weights
+/// e2m1 times their E8M0 scale, folded into e4m3 (every scale byte of the groups' weights in
+/// [114, 125]: mxfp4_scales_fp8_foldable). Groups of at most 64 rows (K % 128, as the wide ones).
+/// Rows: x8 [rows_total, K] e4m3 in the kernels' K order with scales xs [K / 128, rows_total]
+/// (moe_rows_fp8 writes both); the w13 step writes the SwiGLU rows as fp32 a32 [rows_total, I]
+/// (row0 of each group), which moe_rows_fp8 (k = 1, no slot_pos) quantises for the w2 step.
+bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
+                  int64_t rows_total, void* stream = nullptr);
+bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
+                                  void* stream = nullptr);
+bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
+                          int64_t rows_total, int64_t N, int64_t K, void* stream = nullptr);
+/// Clears *foldable (device int32, set to 1 by the caller) if any of the n scale bytes lies outside
+/// [114, 125], the range the FP8 expert kernels fold into their e4m3 tables.
+bool mxfp4_scales_fp8_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream = nullptr);
 /// x16[slot_pos[i], :] = fp16(h[i / k, :]) pair-transposed, for the T * k routed slots
 /// (moe_permute in fp16). Needs d % 32 == 0 (whole 32-column groups).
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,

@@ -3,6 +3,7 @@
 #include <cuda_fp8.h>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
@@ -11,11 +12,6 @@ using detail::check_launch;
 using detail::fail;
 
 namespace {
-
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 // One warp per (row, 128-block); lane j handles columns 4j..4j+3 of the block.
 // kTransScale: scales written [kb * M + row] (cuBLASLt VEC128 layout) instead of [row * nkb + kb].
@@ -40,20 +36,8 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
     const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + off);
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
   }
-  float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-  amax = warp_max(amax);
-  // s = 2^ceil(log2(max(amax, 1e-4) / 448)), computed exactly from the binary exponent.
-  const float r = fmaxf(amax, 1e-4f) / 448.0f;
-  int e;
-  const float m = frexpf(r, &e);  // r = m * 2^e, m in [0.5, 1)
-  const int c = (m == 0.5f) ? e - 1 : e;
-  const float s = ldexpf(1.0f, c), inv = ldexpf(1.0f, -c);
-  uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_fp8_storage_t b = __nv_cvt_float_to_fp8(v[i] * inv, __NV_SATFINITE, __NV_E4M3);
-    packed |= static_cast<uint32_t>(b) << (8 * i);
-  }
+  uint32_t packed;
+  const float s = detail::quant4_e4m3_pow2(v, packed);
   *reinterpret_cast<uint32_t*>(q + off) = packed;
   if (lane == 0) scales[kTransScale ? kb * M + row : row * nkb + kb] = s;
 }

@@ -59,6 +59,10 @@ static_assert(kMxfp4Unbias * (1 << kMxfp4Bias) == 1.f, "kMxfp4Unbias is 2^-kMxfp
 /// a normal fp16 number with a zero low byte (mxfp4_lut).
 constexpr uint32_t kMxfp4FoldMin = 127 - kMxfp4Bias - 13, kMxfp4FoldMax = 127 - kMxfp4Bias + 13;
 static_assert(kMxfp4FoldMin == 106 && kMxfp4FoldMax == 132, "the fold range");
+/// The FP8 expert kernels' e4m3 tables (mxfp4_fp8.cu): exact for scale bytes s in [114, 125], where
+/// every |e2m1| * 2^d, d = s - 127 + 8 in [-5, 6], is a normal e4m3 number (0.5 * 2^-5 .. 6 * 2^6).
+constexpr uint32_t kMxfp4Fp8FoldMin = 127 - kMxfp4Bias - 5, kMxfp4Fp8FoldMax = 127 - kMxfp4Bias + 6;
+static_assert(kMxfp4Fp8FoldMin == 114 && kMxfp4Fp8FoldMax == 125, "the e4m3 fold range");
 /// Whether each of the four scale bytes of s4 lies in [kMxfp4FoldMin, kMxfp4FoldMax].
 __device__ __forceinline__ bool mxfp4_foldable(uint32_t s4) {
   return (__vcmpgeu4(s4, kMxfp4FoldMin * 0x01010101u) & __vcmpleu4(s4, kMxfp4FoldMax * 0x01010101u)) == 0xffffffffu;

@@ -365,21 +365,31 @@ bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const
 }
 
 namespace {
-__global__ void scales_foldable_kernel(const uint8_t* __restrict__ scale, int64_t n, int32_t* __restrict__ foldable) {
+__global__ void scales_in_range_kernel(const uint8_t* __restrict__ scale, int64_t n, uint32_t lo, uint32_t hi,
+                                       int32_t* __restrict__ foldable) {
   bool ok = true;
   const int64_t stride = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += stride)
-    ok &= scale[i] >= kMxfp4FoldMin && scale[i] <= kMxfp4FoldMax;
+    ok &= scale[i] >= lo && scale[i] <= hi;
   if (!__syncthreads_and(ok) && threadIdx.x == 0) *foldable = 0;
+}
+
+bool scales_in_range(const char* what, const uint8_t* scale, int64_t n, uint32_t lo, uint32_t hi, int32_t* foldable,
+                     void* stream) {
+  if (n <= 0) return true;
+  if (!scale || !foldable) return fail(std::string(what) + ": null argument");
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
+  scales_in_range_kernel<<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(scale, n, lo, hi, foldable);
+  return check_launch("scales_in_range_kernel");
 }
 }  // namespace
 
 bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream) {
-  if (n <= 0) return true;
-  if (!scale || !foldable) return fail("mxfp4_scales_foldable: null argument");
-  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
-  scales_foldable_kernel<<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(scale, n, foldable);
-  return check_launch("scales_foldable_kernel");
+  return scales_in_range("mxfp4_scales_foldable", scale, n, kMxfp4FoldMin, kMxfp4FoldMax, foldable, stream);
+}
+
+bool mxfp4_scales_fp8_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream) {
+  return scales_in_range("mxfp4_scales_fp8_foldable", scale, n, kMxfp4Fp8FoldMin, kMxfp4Fp8FoldMax, foldable, stream);
 }
 
 }  // namespace deepinfer::cuda

@@ -1,0 +1,296 @@
+// MXFP4 routed experts on FP8 warpgroup MMA (cuda_ops.h, "fp8" variants of the wgmma expert
+// kernels), as the official reference computes them: activations quantised to e4m3 per 128 along K
+// with power-of-two scales (quantize_act_fp8's rule), e2m1 weights times their E8M0 scale per 32.
+//
+// Why: at decode widths the f16 wgmma kernels (mxfp4_wgmma.cu) are issue-bound (ncu, E32 x 12
+// rows: issued IPC 2.2, 52% SM throughput at 38% of DRAM): turning a word of 8 codes into 4 half2
+// takes 11 instructions plus a table per word. Here a word becomes 2 registers of 4 e4m3 in 7 (the
+// table's bytes are the e4m3 encodings, no interleave), a table serves 4 words, and one k32 wgmma
+// does the work of two k16.
+//
+// Block: 128 weight rows of one group (two warpgroups x 64; warp w owns rows 16w..16w+15) and all
+// of its <= 64 rows, K in 128-wide chunks through a cp.async ring of fixed bytes (as deep as the
+// width allows). Per stage: the group's e4m3 rows (N x 128 B, 128-byte swizzle: the wgmma B
+// operand), 128 x 64 B of packed e2m1 (row r at 64 r), 128 x 4 scale bytes and the N rows' x scales.
+// Thread (g, t) of warp w takes scale group t of its rows g and g + 8 (one 16-byte load each: the
+// group's 4 words) and folds that group's scale into the table (2^(s - 127 + 8), exact while the
+// scale byte lies in [114, 125]; mxfp4_scales_fp8_foldable tells per weight). Word q of the group
+// becomes the A registers of the chunk's k32 slice q: codes 0-3 at the fragment's k 4t..4t+3,
+// codes 4-7 at 16 + 4t... So logical k (slice q, position L) of the MMA is physical column
+// 32t + 8q + 4 (L / 16) + L % 4 of the chunk, with t = (L % 16) / 4; the activation rows are stored
+// in that order (moe_rows_fp8 writes them so): a column of B always meets its own weight.
+// Per chunk the 4 wgmma go into a fresh accumulator, added times the columns' x scales (the
+// reference's per-128 promotion); the epilogue multiplies by 2^-8.
+// w13 variant: warp w's rows g are w1 rows c0 + 8w + g, rows g + 8 the w3 rows of the same
+// outputs (c0 = 64 * block); the clamped SwiGLU is the epilogue (fp32 rows, quantised by
+// moe_rows_fp8 for w2).
+#include <cuda_fp8.h>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
+#include "backend/cuda/mma_common.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace deepinfer::cuda {
+
+using detail::as_stream;
+using detail::check_launch;
+using detail::fail;
+using detail::max_dynamic_smem_once;
+using namespace detail;
+
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kRows = kWarps * 16;  // 128 weight rows per block
+constexpr int kStageW = kRows * 64;  // 8 KB of packed weights per stage
+constexpr int kStageS = 1024;        // 512 B of weight scales + up to 64 x scales: stages stay 1024-aligned
+constexpr int kMaxM = 64;
+template <int N>
+constexpr int stage_bytes() { return N * 128 + kStageW + kStageS; }
+constexpr int kRingBytes = 6 * stage_bytes<kMaxM>();  // two blocks per SM
+constexpr int kSmemBytes = kRingBytes + 1024;          // + alignment slack
+// As many stages as fit at the block's width (6 at 64 rows, 9 at 16); a stage is refilled once
+// the chunk that used it two steps earlier has retired, so the copies run stages - 2 ahead.
+template <int N>
+constexpr int stages() { return kRingBytes / stage_bytes<N>() < 10 ? kRingBytes / stage_bytes<N>() : 10; }
+
+// |e2m1| = 0, .5, 1, 1.5, 2, 3, 4, 6 as e4m3 bytes (entries 0..3, 4..7).
+constexpr uint32_t kE4m3Lut0 = 0x3C383000u, kE4m3Lut1 = 0x4C484440u;
+// The table of |e2m1| * 2^(s - 127 + kMxfp4Bias): 8 per unit of exponent, entry 0 stays zero.
+__device__ __forceinline__ void e4m3_lut(uint32_t s, uint32_t& l0, uint32_t& l1) {
+  constexpr uint32_t k = 8u * uint32_t(127 - kMxfp4Bias);
+  l0 = s * 0x08080800u + (kE4m3Lut0 - k * 0x01010100u);
+  l1 = s * 0x08080808u + (kE4m3Lut1 - k * 0x01010101u);
+}
+// A device-layout word of 8 codes as two registers of 4 e4m3: codes 0-3 (lo), 4-7 (hi).
+__device__ __forceinline__ void e2m1_dev_e4m3(uint32_t w, uint32_t l0, uint32_t l1, uint32_t& lo, uint32_t& hi) {
+  const uint32_t mag = w & 0x77777777u;
+  lo = __byte_perm(l0, l1, mag) | (w & 0x80808080u);
+  hi = __byte_perm(l0, l1, mag >> 16) | ((w << 4) & 0x80808080u);
+}
+
+// Row r, 16-byte segment seg (0..7) of a stage's e4m3 rows (128 B each): the 128-byte swizzle.
+__device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 128 + ((seg ^ (row & 7)) << 4)); }
+
+struct Job {
+  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment
+  int64_t wstride;      // to its second weight row (block row + 64)
+  const uint8_t* ssrc;  // scale row tid (tid < 128)
+  const uint8_t* xsrc;  // the group's e4m3 row tid / 8, segment tid % 8
+  const float* xssrc;   // the group's row tid's x scales (chunk-major: + c * rows_total)
+  int64_t rows_total;
+  int m, K;
+};
+
+template <int N, int S>
+__device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int nchunk, int tid) {
+  if (c < nchunk) {
+    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
+    const uint32_t ws = st + N * 128;
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+      cp_async16(ws + ((tid >> 2) + 64 * q) * 64 + (tid & 3) * 16, jb.wsrc + q * jb.wstride + c * 64);
+    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + c * 4);
+    if (tid < N && tid < jb.m) cp_async4(ws + kStageW + 512 + tid * 4, jb.xssrc + c * jb.rows_total);
+    const int xr = tid >> 3, xseg = tid & 7;
+#pragma unroll
+    for (int q = 0; q < (N + 31) / 32; ++q)
+      if (xr + 32 * q < N && xr + 32 * q < jb.m)
+        cp_async16(st + x_off(xr + 32 * q, xseg), jb.xsrc + int64_t(32 * q) * jb.K + c * 128);
+  }
+  cp_commit();
+}
+
+// The K loop and the epilogue at width N (>= the group's rows).
+template <int N, bool kSwiglu>
+__device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, int Nout, float limit,
+                                    float* __restrict__ a32) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int nchunk = jb.K / 128;
+  constexpr int S = stages<N>();
+  static_assert(S >= 4, "the ring holds at least 4 stages");
+  float acc[N / 2], tmp[N / 2];
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) acc[i] = 0.f, tmp[i] = 0.f;
+#pragma unroll
+  for (int i = 0; i < S - 2; ++i) issue<N, S>(jb, s_base, i, nchunk, tid);
+  for (int c = 0; c < nchunk; ++c) {
+    cp_wait<S - 3>();
+    fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
+    // Stage c is in for every thread, and every warp has finished chunk c - 2 (waited for below).
+    __syncthreads();
+    issue<N, S>(jb, s_base, c + S - 2, nchunk, tid);
+    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
+    const uint32_t ws = st + N * 128;
+    const uint4 w0 = lds_u4(ws + (warp * 16 + g) * 64 + t * 16), w1 = lds_u4(ws + (warp * 16 + g + 8) * 64 + t * 16);
+    uint32_t l00, l01, l10, l11;
+    e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g) * 4), 0u, 0x4440u + t), l00, l01);
+    e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g + 8) * 4), 0u, 0x4440u + t), l10, l11);
+    uint32_t a[4][4];
+    const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r1[4] = {w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      e2m1_dev_e4m3(r0[q], l00, l01, a[q][0], a[q][2]);
+      e2m1_dev_e4m3(r1[q], l10, l11, a[q][1], a[q][3]);
+    }
+    const uint64_t d0 = wgmma_desc_sw128(st);
+    wgmma_fence();
+#pragma unroll
+    for (int q = 0; q < 4; ++q) wgmma_e4m3_rs<N>(tmp, a[q], d0 + uint64_t(q * 2), q > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(tmp[i]);
+    const uint32_t xs = ws + kStageW + 512;
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i) {
+      const uint2 sc = lds_u2(xs + (8 * i + 2 * t) * 4);
+      const float s0 = __uint_as_float(sc.x), s1 = __uint_as_float(sc.y);
+      acc[4 * i + 0] = fmaf(tmp[4 * i + 0], s0, acc[4 * i + 0]);
+      acc[4 * i + 1] = fmaf(tmp[4 * i + 1], s1, acc[4 * i + 1]);
+      acc[4 * i + 2] = fmaf(tmp[4 * i + 2], s0, acc[4 * i + 2]);
+      acc[4 * i + 3] = fmaf(tmp[4 * i + 3], s1, acc[4 * i + 3]);
+    }
+  }
+  cp_wait<0>();
+
+  const int m = gd.m;
+  if (kSwiglu) {
+    const int f = blockIdx.x * 64 + warp * 8 + g;  // output column: gate in rows g, up in rows g + 8
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * i + 2 * t + e;
+        if (r < m)
+          a32[int64_t(gd.row0 + r) * Nout + f] =
+              swiglu_clamped(acc[4 * i + e] * kMxfp4Unbias, acc[4 * i + 2 + e] * kMxfp4Unbias, limit);
+      }
+  } else {
+    const int f0 = blockIdx.x * kRows + warp * 16 + g;
+#pragma unroll
+    for (int i = 0; i < N / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * i + 2 * t + e;
+        if (r < m) {
+          gd.y[int64_t(r) * Nout + f0] = acc[4 * i + e] * kMxfp4Unbias;
+          gd.y[int64_t(r) * Nout + f0 + 8] = acc[4 * i + 2 + e] * kMxfp4Unbias;
+        }
+      }
+  }
+}
+
+// kSwiglu: g is g13 (pairs w1, w3), Nout = I, out a32; else g is g2, Nout = d, out the fp32 y.
+template <bool kSwiglu>
+__global__ void __launch_bounds__(256, 2)
+    mxfp4_fp8_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
+                     const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
+                     float* __restrict__ a32) {
+  detail::pdl_entry();
+  extern __shared__ unsigned char smem_raw[];
+  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  const int m = gd.m;
+  if (m <= 0) return;
+  const int tid = threadIdx.x;
+  const int64_t row_bytes = K / 2;
+  const int kg = K / 32;
+  Job jb;
+  jb.m = m, jb.K = K, jb.rows_total = rows_total;
+  // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
+  // w2: column 128 * block + r. Rows r and r + 64 are wstride apart either way.
+  auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
+    if (kSwiglu) {
+      const bool up = (r & 15) >= 8;
+      const int col = blockIdx.x * 64 + (r >> 4) * 8 + (r & 7);
+      w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + int64_t(col) * row_bytes;
+      s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + int64_t(col) * kg;
+    } else {
+      const int col = blockIdx.x * kRows + r;
+      w = gd.w + int64_t(col) * row_bytes;
+      s = gd.scale + int64_t(col) * kg;
+    }
+  };
+  {
+    const uint8_t* s;
+    wrow(tid >> 2, jb.wsrc, s);
+    jb.wsrc += (tid & 3) * 16;
+    const uint8_t* w;
+    wrow(tid & (kRows - 1), w, jb.ssrc);
+  }
+  jb.wstride = int64_t(kSwiglu ? 32 : 64) * row_bytes;
+  jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16;
+  jb.xssrc = xs + gd.row0 + (tid & 63);
+  const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  if (m <= 16) return run<16, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
+  if (m <= 32) return run<32, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
+  return run<64, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
+}
+
+template <bool kSwiglu>
+bool launch(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total, int Nout,
+            int K, float limit, float* a32, cudaStream_t s) {
+  static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_fp8_kernel<kSwiglu>), kSmemBytes, smem_set,
+                             "mxfp4 fp8 experts: shared-memory size"))
+    return false;
+  const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
+  detail::launch_pdl(mxfp4_fp8_kernel<kSwiglu>, grid, 256, kSmemBytes, s, groups, x8, xs, rows_total, Nout, K, limit,
+                     a32);
+  return check_launch("mxfp4_fp8_kernel");
+}
+
+// One warp per (row, 128-column block): lane j quantises physical columns 4j..4j+3 (quantize_act_fp8's
+// rule) and stores them at the block's logical word 8 q + 4 h + t (j = 8 t + 2 q + h); the scale
+// goes to xs[block * rows_total + row]. Row i of src goes to row slot_pos[i] (null: row i), where
+// src row i is token i / k.
+__global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t n, int k, int64_t K,
+                                const int32_t* __restrict__ slot_pos, uint8_t* __restrict__ x8, float* __restrict__ xs,
+                                int64_t rows_total) {
+  detail::pdl_entry();
+  const int64_t nkb = K / 128;
+  const int64_t unit = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (unit >= n * nkb) return;
+  const int64_t i = unit / nkb, kb = unit % nkb;
+  const float4 f = *reinterpret_cast<const float4*>(src + (i / k) * K + kb * 128 + lane * 4);
+  const float v[4] = {f.x, f.y, f.z, f.w};
+  uint32_t packed;
+  const float s = quant4_e4m3_pow2(v, packed);
+  const int64_t row = slot_pos ? slot_pos[i] : i;
+  const int word = 8 * ((lane >> 1) & 3) + 4 * (lane & 1) + (lane >> 3);
+  *reinterpret_cast<uint32_t*>(x8 + row * K + kb * 128 + word * 4) = packed;
+  if (lane == 0) xs[kb * rows_total + row] = s;
+}
+
+}  // namespace
+
+bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
+                  int64_t rows_total, void* stream) {
+  if (K % 128) return fail("moe_rows_fp8: K % 128 != 0");
+  if (T * k > rows_total) return fail("moe_rows_fp8: more rows than rows_total");
+  if (T <= 0) return true;
+  const int64_t warps = T * k * (K / 128);
+  detail::launch_pdl(rows_fp8_kernel, static_cast<unsigned>((warps + 7) / 8), 256, 0, as_stream(stream), src, T * k, k,
+                     K, slot_pos, x8, xs, rows_total);
+  return check_launch("rows_fp8_kernel");
+}
+
+bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, void* stream) {
+  if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
+                      as_stream(stream));
+}
+
+bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
+                          int64_t rows_total, int64_t N, int64_t K, void* stream) {
+  if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
+  if (n_groups <= 0 || max_m <= 0) return true;
+  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+                       as_stream(stream));
+}
+
+}  // namespace deepinfer::cuda
