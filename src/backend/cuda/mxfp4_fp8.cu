@@ -115,34 +115,43 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f, tmp[i] = 0.f;
 #pragma unroll
   for (int i = 0; i < S - 2; ++i) issue<N, S>(jb, s_base, i, nchunk, tid);
-  for (int c = 0; c < nchunk; ++c) {
+  // Chunk c's stage in for every thread, and every warp past chunk c - 1's wgmma (waited for at the
+  // end of its step), so the stage chunk c - 1 used may be refilled: then chunk c's A registers.
+  auto prepare = [&](int c, uint32_t (&a)[4][4]) {
     cp_wait<S - 3>();
     fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
-    // Stage c is in for every thread, and every warp has finished chunk c - 2 (waited for below).
     __syncthreads();
     issue<N, S>(jb, s_base, c + S - 2, nchunk, tid);
-    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
-    const uint32_t ws = st + N * 128;
+    const uint32_t ws = s_base + (c % S) * stage_bytes<N>() + N * 128;
     const uint4 w0 = lds_u4(ws + (warp * 16 + g) * 64 + t * 16), w1 = lds_u4(ws + (warp * 16 + g + 8) * 64 + t * 16);
     uint32_t l00, l01, l10, l11;
     e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g) * 4), 0u, 0x4440u + t), l00, l01);
     e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g + 8) * 4), 0u, 0x4440u + t), l10, l11);
-    uint32_t a[4][4];
     const uint32_t r0[4] = {w0.x, w0.y, w0.z, w0.w}, r1[4] = {w1.x, w1.y, w1.z, w1.w};
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       e2m1_dev_e4m3(r0[q], l00, l01, a[q][0], a[q][2]);
       e2m1_dev_e4m3(r1[q], l10, l11, a[q][1], a[q][3]);
     }
+  };
+  // One step: chunk c's 4 wgmma (A in a) into a fresh fragment; chunk c + 1's A registers (next)
+  // while they run; then the fragment added times the columns' x scales.
+  auto step = [&](int c, uint32_t (&a)[4][4], uint32_t (&next)[4][4]) {
+    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
     const uint64_t d0 = wgmma_desc_sw128(st);
     wgmma_fence();
 #pragma unroll
     for (int q = 0; q < 4; ++q) wgmma_e4m3_rs<N>(tmp, a[q], d0 + uint64_t(q * 2), q > 0);
     wgmma_commit();
+    if (c + 1 < nchunk) prepare(c + 1, next);
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(tmp[i]);
-    const uint32_t xs = ws + kStageW + 512;
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wgmma_fence_operand(a[q][i]);
+    const uint32_t xs = st + N * 128 + kStageW + 512;
 #pragma unroll
     for (int i = 0; i < N / 8; ++i) {
       const uint2 sc = lds_u2(xs + (8 * i + 2 * t) * 4);
@@ -152,6 +161,12 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
       acc[4 * i + 2] = fmaf(tmp[4 * i + 2], s0, acc[4 * i + 2]);
       acc[4 * i + 3] = fmaf(tmp[4 * i + 3], s1, acc[4 * i + 3]);
     }
+  };
+  uint32_t a0[4][4], a1[4][4];
+  prepare(0, a0);
+  for (int c = 0; c < nchunk; c += 2) {  // two steps per turn: the A sets alternate
+    step(c, a0, a1);
+    if (c + 1 < nchunk) step(c + 1, a1, a0);
   }
   cp_wait<0>();
 
