@@ -453,12 +453,39 @@ void bench_moe_paths(int E, int m) {
     OK(dc::moe_rows_fp8(x, int64_t(R), 1, d, nullptr, x8, xs, int64_t(R), g_stream));
     r.op = "moe_fp8";
     r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_fp8(q13[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, g_stream));
+      OK(dc::mxfp4_experts_w13_swiglu_fp8(q13[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, false, g_stream));
       OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
-      OK(dc::mxfp4_experts_w2_fp8(q2[i % sets], nq, mq, a8, as, int64_t(R), d, I, g_stream));
+      OK(dc::mxfp4_experts_w2_fp8(q2[i % sets], nq, mq, a8, as, int64_t(R), d, I, false, g_stream));
     });
     r.peer = "moe_wgmma";
     r.peer_ms = wg_ms;
+    report(r);
+    // The same with the weights in 64-row tiles (mxfp4_tile64): whole 4 KB runs per block and chunk.
+    const double fp8_ms = r.ms;
+    std::vector<dc::ExpertPtrs> tx(ex.size());
+    auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
+      uint8_t *a, *b;
+      mat(a, b);  // the same sizes (N * K = I * d)
+      OK(dc::mxfp4_tile64(w, sc, N, K, a, b, g_stream));
+      wt = a, st = b;
+    };
+    for (size_t j = 0; j < ex.size(); ++j) {
+      tile(ex[j].w1, ex[j].s1, I, d, tx[j].w1, tx[j].s1);
+      tile(ex[j].w3, ex[j].s3, I, d, tx[j].w3, tx[j].s3);
+      tile(ex[j].w2, ex[j].s2, d, I, tx[j].w2, tx[j].s2);
+    }
+    std::swap(ex, tx);
+    std::vector<dc::Mxfp4Group *> t13, t2;
+    groups(gq, t13, t2);
+    std::swap(ex, tx);
+    r.op = "moe_fp8_tiled";
+    r.ms = time_graph(std::max(sets, 20), [&](int i) {
+      OK(dc::mxfp4_experts_w13_swiglu_fp8(t13[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, true, g_stream));
+      OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
+      OK(dc::mxfp4_experts_w2_fp8(t2[i % sets], nq, mq, a8, as, int64_t(R), d, I, true, g_stream));
+    });
+    r.peer = "moe_fp8";
+    r.peer_ms = fp8_ms;
     report(r);
   }
   if (gq == 64) {  // the same 64-row groups in the 128-row launch: one block per SM, a deeper ring

@@ -261,11 +261,18 @@ bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, v
 /// (row0 of each group), which moe_rows_fp8 (k = 1, no slot_pos) quantises for the w2 step.
 bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
                   int64_t rows_total, void* stream = nullptr);
+/// tiled: the groups' weights and scales are mxfp4_tile64 copies.
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
-                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, bool tiled = false,
                                   void* stream = nullptr);
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
-                          int64_t rows_total, int64_t N, int64_t K, void* stream = nullptr);
+                          int64_t rows_total, int64_t N, int64_t K, bool tiled = false, void* stream = nullptr);
+/// A 64-row tiled copy of an MXFP4 weight [N, K] (device layout, [N, K/2] bytes) and its scales
+/// [N, K/32] into wt, st of the same sizes: per 64 rows and 128 codes of K, the rows' 64 x 64 bytes
+/// contiguous (4 KB), and their 64 x 4 scale bytes (256 B), so a block streams whole 4 KB runs.
+/// N % 64 == 0, K % 128 == 0.
+bool mxfp4_tile64(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint8_t* wt, uint8_t* st,
+                  void* stream = nullptr);
 /// Clears *foldable (device int32, set to 1 by the caller) if any of the n scale bytes lies outside
 /// [114, 125], the range the FP8 expert kernels fold into their e4m3 tables.
 bool mxfp4_scales_fp8_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, void* stream = nullptr);

@@ -74,9 +74,10 @@ __device__ __forceinline__ void e2m1_dev_e4m3(uint32_t w, uint32_t l0, uint32_t 
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 128 + ((seg ^ (row & 7)) << 4)); }
 
 struct Job {
-  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment
+  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment, chunk 0
   int64_t wstride;      // to its second weight row (block row + 64)
-  const uint8_t* ssrc;  // scale row tid (tid < 128)
+  const uint8_t* ssrc;  // scale row tid (tid < 128), chunk 0
+  int wcs, scs;         // from one chunk to the next: weights, scales (64, 4; tiled 4096, 256)
   const uint8_t* xsrc;  // the group's e4m3 row tid / 8, segment tid % 8
   const float* xssrc;   // the group's row tid's x scales (chunk-major: + c * rows_total)
   int64_t rows_total;
@@ -90,8 +91,8 @@ __device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int
     const uint32_t ws = st + N * 128;
 #pragma unroll
     for (int q = 0; q < 2; ++q)
-      cp_async16(ws + ((tid >> 2) + 64 * q) * 64 + (tid & 3) * 16, jb.wsrc + q * jb.wstride + c * 64);
-    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + c * 4);
+      cp_async16(ws + ((tid >> 2) + 64 * q) * 64 + (tid & 3) * 16, jb.wsrc + q * jb.wstride + int64_t(c) * jb.wcs);
+    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + int64_t(c) * jb.scs);
     if (tid < N && tid < jb.m) cp_async4(ws + kStageW + 512 + tid * 4, jb.xssrc + c * jb.rows_total);
     const int xr = tid >> 3, xseg = tid & 7;
 #pragma unroll
@@ -202,7 +203,7 @@ template <bool kSwiglu>
 __global__ void __launch_bounds__(256, 2)
     mxfp4_fp8_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
                      const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
-                     float* __restrict__ a32) {
+                     float* __restrict__ a32, bool tiled) {
   detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
@@ -214,27 +215,24 @@ __global__ void __launch_bounds__(256, 2)
   Job jb;
   jb.m = m, jb.K = K, jb.rows_total = rows_total;
   // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
-  // w2: column 128 * block + r. Rows r and r + 64 are wstride apart either way.
+  // w2: column 128 * block + r. Rows r and r + 64 lie in one tensor either way. Row n of a tensor
+  // starts at n * row_bytes, or tiled (mxfp4_tile64) at its 64-row tile plus 64 (n % 64).
   auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
-    if (kSwiglu) {
-      const bool up = (r & 15) >= 8;
-      const int col = blockIdx.x * 64 + (r >> 4) * 8 + (r & 7);
-      w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + int64_t(col) * row_bytes;
-      s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + int64_t(col) * kg;
-    } else {
-      const int col = blockIdx.x * kRows + r;
-      w = gd.w + int64_t(col) * row_bytes;
-      s = gd.scale + int64_t(col) * kg;
-    }
+    const bool up = kSwiglu && (r & 15) >= 8;
+    const int64_t col = kSwiglu ? blockIdx.x * 64 + (r >> 4) * 8 + (r & 7) : blockIdx.x * kRows + r;
+    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) +
+        (tiled ? (col >> 6) * 64 * row_bytes + (col & 63) * 64 : col * row_bytes);
+    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + (tiled ? (col >> 6) * 64 * kg + (col & 63) * 4 : col * kg);
   };
   {
-    const uint8_t* s;
+    const uint8_t *s, *w2;
     wrow(tid >> 2, jb.wsrc, s);
+    wrow((tid >> 2) + 64, w2, s);
+    jb.wstride = w2 - jb.wsrc;
     jb.wsrc += (tid & 3) * 16;
-    const uint8_t* w;
-    wrow(tid & (kRows - 1), w, jb.ssrc);
+    wrow(tid & (kRows - 1), w2, jb.ssrc);
   }
-  jb.wstride = int64_t(kSwiglu ? 32 : 64) * row_bytes;
+  jb.wcs = tiled ? 4096 : 64, jb.scs = tiled ? 256 : 4;
   jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16;
   jb.xssrc = xs + gd.row0 + (tid & 63);
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
@@ -245,14 +243,14 @@ __global__ void __launch_bounds__(256, 2)
 
 template <bool kSwiglu>
 bool launch(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total, int Nout,
-            int K, float limit, float* a32, cudaStream_t s) {
+            int K, float limit, float* a32, bool tiled, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_fp8_kernel<kSwiglu>), kSmemBytes, smem_set,
                              "mxfp4 fp8 experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
   detail::launch_pdl(mxfp4_fp8_kernel<kSwiglu>, grid, 256, kSmemBytes, s, groups, x8, xs, rows_total, Nout, K, limit,
-                     a32);
+                     a32, tiled);
   return check_launch("mxfp4_fp8_kernel");
 }
 
@@ -279,7 +277,32 @@ __global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t n, int k,
   if (lane == 0) xs[kb * rows_total + row] = s;
 }
 
+// One thread per 16 bytes of weights: (row n, segment j of K / 32) to its tiled place; the thread
+// of the chunk's first segment also moves the row's 4 scale bytes of that chunk.
+__global__ void tile64_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ scale, int64_t N, int64_t K,
+                              uint8_t* __restrict__ wt, uint8_t* __restrict__ st) {
+  const int64_t rb = K / 2, kg = K / 32, segs = rb / 16;
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= N * segs) return;
+  const int64_t n = i / segs, j = i % segs, c = j / 4;
+  const int64_t tile = (n >> 6) * 64, r = n & 63;
+  *reinterpret_cast<uint4*>(wt + tile * rb + c * 4096 + r * 64 + (j % 4) * 16) =
+      *reinterpret_cast<const uint4*>(w + n * rb + j * 16);
+  if (j % 4 == 0)
+    *reinterpret_cast<uint32_t*>(st + tile * kg + c * 256 + r * 4) = *reinterpret_cast<const uint32_t*>(scale + n * kg + c * 4);
+}
+
 }  // namespace
+
+bool mxfp4_tile64(const uint8_t* w, const uint8_t* scale, int64_t N, int64_t K, uint8_t* wt, uint8_t* st, void* stream) {
+  if (N % 64 || K % 128) return fail("mxfp4_tile64: need N % 64 == 0 and K % 128 == 0");
+  if (N <= 0) return true;
+  if (!w || !scale || !wt || !st) return fail("mxfp4_tile64: null argument");
+  const int64_t n = N * (K / 32);
+  detail::launch_pdl(tile64_kernel, static_cast<unsigned>((n + 255) / 256), 256, 0, as_stream(stream), w, scale, N, K, wt,
+                     st);
+  return check_launch("tile64_kernel");
+}
 
 bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
                   int64_t rows_total, void* stream) {
@@ -293,18 +316,19 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
 }
 
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
-                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, void* stream) {
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, bool tiled,
+                                  void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
+  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32, tiled,
                       as_stream(stream));
 }
 
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
-                          int64_t rows_total, int64_t N, int64_t K, void* stream) {
+                          int64_t rows_total, int64_t N, int64_t K, bool tiled, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr, tiled,
                        as_stream(stream));
 }
 
