@@ -319,7 +319,7 @@ void bench_mxfp4(const char* name, int N, int K, int G, int m) {
   r.shape = std::to_string(N) + "x" + std::to_string(K);
   r.m = m;
   r.groups = G;
-  r.ms = time_graph(std::max(sets, 20), [&](int i) { OK(dc::mxfp4_linear_grouped(descs[i % sets], G, m, N, K, g_stream)); });
+  r.ms = time_graph(std::max(sets, 20), [&](int i) { OK(dc::mxfp4_linear_grouped(descs[i % sets], G, m, N, K, false, g_stream)); });
   r.bytes = double(per) * G + double(G) * m * (K + N) * 4;
   r.flops = 2.0 * G * m * N * double(K);
   r.peak = g_bf16_peak;
@@ -415,17 +415,17 @@ void bench_moe_paths(int E, int m) {
   r.op = "moe_narrow16";
   r.groups = nn;
   r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_linear_grouped(n13[i % sets], 2 * nn, mm, I, d, g_stream));
+    OK(dc::mxfp4_linear_grouped(n13[i % sets], 2 * nn, mm, I, d, false, g_stream));
     OK(dc::swiglu(gp, up, I, int64_t(R), I, 10.f, ap, g_stream));
-    OK(dc::mxfp4_linear_grouped(n2[i % sets], nn, mm, d, I, g_stream));
+    OK(dc::mxfp4_linear_grouped(n2[i % sets], nn, mm, d, I, false, g_stream));
   });
   const double narrow_ms = r.ms;
   report(r);
   r.op = "moe_wide64";
   r.groups = nw;
   r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_experts_w13_swiglu(w13[i % sets], nw, mw, x16, I, d, 10.f, a16, g_stream));
-    OK(dc::mxfp4_experts_w2(w2[i % sets], nw, mw, a16, d, I, g_stream));
+    OK(dc::mxfp4_experts_w13_swiglu(w13[i % sets], nw, mw, x16, I, d, 10.f, a16, false, g_stream));
+    OK(dc::mxfp4_experts_w2(w2[i % sets], nw, mw, a16, d, I, false, g_stream));
   });
   r.peer = "moe_narrow16";
   r.peer_ms = narrow_ms;
@@ -439,8 +439,8 @@ void bench_moe_paths(int E, int m) {
   r.op = "moe_wgmma";
   r.groups = nq;
   r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, mq, x16, I, d, 10.f, a16, true, g_stream));
-    OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, mq, a16, d, I, true, g_stream));
+    OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, mq, x16, I, d, 10.f, a16, true, false, g_stream));
+    OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, mq, a16, d, I, true, false, g_stream));
   });
   r.peer = "moe_wide64";
   r.peer_ms = wide_ms;
@@ -491,8 +491,8 @@ void bench_moe_paths(int E, int m) {
   if (gq == 64) {  // the same 64-row groups in the 128-row launch: one block per SM, a deeper ring
     r.op = "moe_wgmma_ring128";
     r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, 128, x16, I, d, 10.f, a16, true, g_stream));
-      OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, 128, a16, d, I, true, g_stream));
+      OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, 128, x16, I, d, 10.f, a16, true, false, g_stream));
+      OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, 128, a16, d, I, true, false, g_stream));
     });
     r.peer = "moe_wgmma";
     r.peer_ms = wg_ms;

@@ -495,7 +495,8 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
 // range [106, 132] in some chunks (the unfolded path). Every path rounds x to fp16; y rows within
 // rel L2 1e-4 of the narrow ones; the padding rows after each expert keep NaN. The wgmma kernels run
 // both ways: able to take any scales (every expert), and promised foldable scales (the fast kernel:
-// every expert but 1); mxfp4_scales_foldable tells the experts apart.
+// every expert but 1); mxfp4_scales_foldable tells the experts apart. Every kernel again on 64-row
+// tiled weights (mxfp4_tile64): bitwise the same rows.
 TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(21);
@@ -603,6 +604,54 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
         ASSERT_TRUE(std::isnan(vw[i])) << name << ": padding row " << i / d << " written";
     }
   }
+  // Every kernel again on 64-row tiled copies of the weights (mxfp4_tile64): bitwise the same rows.
+  std::vector<dc::ExpertPtrs> tx(ex.size());
+  auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
+    keep.push_back(std::make_unique<Dev>(N * K / 2)), keep.push_back(std::make_unique<Dev>(N * K / 32));
+    EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, keep[keep.size() - 2]->as<uint8_t>(), keep.back()->as<uint8_t>()))
+        << dc::last_error();
+    wt = keep[keep.size() - 2]->as<uint8_t>(), st = keep.back()->as<uint8_t>();
+  };
+  for (size_t e = 0; e < ex.size(); ++e) {
+    tile(ex[e].w1, ex[e].s1, I, d, tx[e].w1, tx[e].s1);
+    tile(ex[e].w3, ex[e].s3, I, d, tx[e].w3, tx[e].s3);
+    tile(ex[e].w2, ex[e].s2, d, I, tx[e].w2, tx[e].s2);
+  }
+  std::swap(ex, tx);
+  Dev tn(nan_y.data(), R * d * 4), tw(nan_y.data(), R * d * 4), tq(nan_y.data(), R * d * 4), tf(nan_y.data(), R * d * 4);
+  std::vector<dc::Mxfp4Group> m13, m2, v13, v2, u13, u2, o13, o2;
+  groups(16, tn.as<float>(), m13, m2);
+  groups(64, tw.as<float>(), v13, v2);
+  groups(128, tq.as<float>(), u13, u2);
+  groups(128, tf.as<float>(), o13, o2);
+  std::swap(ex, tx);
+  Dev dm13(m13.data(), m13.size() * sizeof(m13[0])), dm2(m2.data(), m2.size() * sizeof(m2[0]));
+  Dev dv13(v13.data(), v13.size() * sizeof(v13[0])), dv2(v2.data(), v2.size() * sizeof(v2[0]));
+  Dev du13(u13.data(), u13.size() * sizeof(u13[0])), du2(u2.data(), u2.size() * sizeof(u2[0]));
+  Dev do13(o13.data(), o13.size() * sizeof(o13[0])), do2(o2.data(), o2.size() * sizeof(o2[0]));
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d, true)) << dc::last_error();
+  ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm2.as<dc::Mxfp4Group>(), nn, 16, d, I, true)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu(dv13.as<dc::Mxfp4Group>(), nw, 64, x16.as<uint16_t>(), I, d, 10.f,
+                                           a16.as<uint16_t>(), true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2(dv2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I, true)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(du13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
+                                                 a16.as<uint16_t>(), false, true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(du2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, false, true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(do13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
+                                                 a16.as<uint16_t>(), true, true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(do2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, true, true))
+      << dc::last_error();
+  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+  const std::pair<Dev*, Dev*> same[] = {{&tn, &yn}, {&tw, &yw}, {&tq, &yg}, {&tf, &yf}};
+  const char* names[] = {"narrow", "wide", "wgmma 128", "wgmma 128 foldable"};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(first_bit_mismatch(download<float>(*same[i].first, R * d), download<float>(*same[i].second, R * d)), -1)
+        << names[i] << ": tiled weights give other bits";
 }
 
 // The FP8 expert kernels (mxfp4_fp8.cu) at the V4-Flash expert shapes: experts with 1, 12, 20, 33

@@ -99,9 +99,11 @@ int run_bench(const BenchArgs& a) {
   const bool cpu = a.device == "cpu";
   const CudaTuning untuned;
   if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling ||
-              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact || a.tuning.fp8_wgmma_rows != 0 ||
+              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact ||
+              a.tuning.moe_fp8 != untuned.moe_fp8 || a.tuning.fp8_wgmma_rows != 0 ||
               a.tuning.attn_heads_per_block != untuned.attn_heads_per_block))
-    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --fp8-wgmma-rows, --attn-heads-per-block, "
+    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --fp8-wgmma-rows, "
+                       "--attn-heads-per-block, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -307,6 +309,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wide_rows", a.tuning.moe_wide_rows},
                      {"moe_wgmma", a.tuning.moe_wgmma},
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
+                     {"moe_fp8", a.tuning.moe_fp8},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
@@ -366,6 +369,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
   b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,
               "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
+  b->add_flag("!--no-moe-fp8", a->tuning.moe_fp8,
+              "--device cuda: routed-expert groups of up to 64 rows on the f16 wgmma kernels instead of the FP8 ones");
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
                 "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
                 "-1: never)");

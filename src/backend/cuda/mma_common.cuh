@@ -68,6 +68,20 @@ __device__ __forceinline__ bool mxfp4_foldable(uint32_t s4) {
   return (__vcmpgeu4(s4, kMxfp4FoldMin * 0x01010101u) & __vcmpleu4(s4, kMxfp4FoldMax * 0x01010101u)) == 0xffffffffu;
 }
 
+/// Where the bytes of an MXFP4 weight [N, K] lie: row n's first weight byte w(n) and scale byte
+/// s(n), and the steps wc / sc from one 128-code chunk to the next, in the device layout (rows of
+/// K / 2 bytes and K / 32 scale bytes) or in its 64-row tiles (mxfp4_tile64: per 64 rows and 128
+/// codes, the 64 x 64 weight bytes and the 64 x 4 scale bytes contiguous). Rows n0..n0+63 of a tile
+/// (n0 % 64 == 0) are 64 bytes apart there.
+struct Mxfp4Rows {
+  int64_t rb, kg;  // K / 2, K / 32
+  bool tiled;
+  __device__ __forceinline__ int64_t w(int64_t n) const { return tiled ? (n >> 6) * 64 * rb + (n & 63) * 64 : n * rb; }
+  __device__ __forceinline__ int64_t s(int64_t n) const { return tiled ? (n >> 6) * 64 * kg + (n & 63) * 4 : n * kg; }
+  __device__ __forceinline__ int wc() const { return tiled ? 4096 : 64; }
+  __device__ __forceinline__ int sc() const { return tiled ? 256 : 4; }
+};
+
 /// The wide expert kernels' launch checks (false with `what`'s message): N % n_align, K % k_align,
 /// groups of at most max_rows rows, at most 65535 groups (grid y).
 inline bool check_wide_launch(const char* what, int n_groups, int max_m, int max_rows, int64_t N, int64_t n_align,

@@ -124,7 +124,7 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[kNT][MT][4], const uint
 template <int MT, bool kSwiglu>
 __global__ void __launch_bounds__(256, 2)
     mxfp4_wide_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int N, int K, float limit,
-                      __half* __restrict__ a16) {
+                      __half* __restrict__ a16, bool tiled) {
   detail::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
@@ -138,32 +138,34 @@ __global__ void __launch_bounds__(256, 2)
   }
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int nchunk = K / 128, kg = K / 32;
-  const int64_t row_bytes = K / 2;
+  const Mxfp4Rows L{K / 2, kg, tiled};
   // Weight row r of the block (0..255) -> its global row pointer (packed, scales).
   auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
     if (kSwiglu) {
       const int wr = r & 31, col = blockIdx.x * 128 + (r >> 5) * 16 + (wr & 15);
-      w = (wr < 16 ? gd.w : w3) + int64_t(col) * row_bytes;
-      s = (wr < 16 ? gd.scale : s3) + int64_t(col) * kg;
+      w = (wr < 16 ? gd.w : w3) + L.w(col);
+      s = (wr < 16 ? gd.scale : s3) + L.s(col);
     } else {
       const int col = blockIdx.x * kRows + r;
-      w = gd.w + int64_t(col) * row_bytes;
-      s = gd.scale + int64_t(col) * kg;
+      w = gd.w + L.w(col);
+      s = gd.scale + L.s(col);
     }
   };
-  // This thread's copy jobs: weight rows tid / 4 + 64 q (segment tid % 4), which are global rows
-  // q * wstride apart (w1 / w3 and the column block do not change with q), scale row tid, and
-  // x rows tid / 16 + 16 q (segment tid % 16).
+  // This thread's copy jobs: weight rows tid / 4 + 64 q (segment tid % 4), which lie in one tensor
+  // (w1 / w3 and the column block do not change with q) wdelta[q] bytes from the first, scale row
+  // tid, and x rows tid / 16 + 16 q (segment tid % 16).
   const uint8_t* wsrc;
   const uint8_t* ssrc;
+  int wdelta[4];
   {
-    const uint8_t* s;
+    const uint8_t *s, *w;
     wrow(tid >> 2, wsrc, s);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) wrow((tid >> 2) + 64 * q, w, s), wdelta[q] = static_cast<int>(w - wsrc);
     wsrc += (tid & 3) * 16;
-    const uint8_t* w;
     wrow(tid, w, ssrc);
   }
-  const int wstride = (kSwiglu ? 32 : 64) * (K / 2);
+  const int wcs = L.wc(), scs = L.sc();
   const __half* xsrc = x16 + (int64_t(gd.row0) + (tid >> 4)) * K + (tid & 15) * 8;
   const int xr = tid >> 4, xseg = tid & 15;
   const uint32_t s_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -172,8 +174,9 @@ __global__ void __launch_bounds__(256, 2)
     if (c < nchunk) {
       const uint32_t st = s_base + (c % stages<MT>()) * stage_bytes<MT>();
 #pragma unroll
-      for (int q = 0; q < 4; ++q) cp_async16(st + w64_off((tid >> 2) + 64 * q, tid & 3), wsrc + q * wstride + c * 64);
-      cp_async4(st + kStageW + tid * 4, ssrc + c * 4);
+      for (int q = 0; q < 4; ++q)
+        cp_async16(st + w64_off((tid >> 2) + 64 * q, tid & 3), wsrc + wdelta[q] + int64_t(c) * wcs);
+      cp_async4(st + kStageW + tid * 4, ssrc + int64_t(c) * scs);
 #pragma unroll
       for (int q = 0; q < MT; ++q)
         if (xr + 16 * q < m)
@@ -248,22 +251,22 @@ __global__ void __launch_bounds__(256, 2)
 
 template <int MT, bool kSwiglu>
 bool launch_wide(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int N, int K, float limit, uint16_t* a16,
-                 cudaStream_t s) {
+                 bool tiled, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_wide_kernel<MT, kSwiglu>), smem_bytes<MT>(), smem_set,
                              "mxfp4 wide experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? N / 128 : N / kRows), static_cast<unsigned>(n_groups));
-  detail::launch_pdl(mxfp4_wide_kernel<MT, kSwiglu>, grid, 256, smem_bytes<MT>(), s, groups, reinterpret_cast<const __half*>(x16), N, K, limit, reinterpret_cast<__half*>(a16));
+  detail::launch_pdl(mxfp4_wide_kernel<MT, kSwiglu>, grid, 256, smem_bytes<MT>(), s, groups, reinterpret_cast<const __half*>(x16), N, K, limit, reinterpret_cast<__half*>(a16), tiled);
   return check_launch("mxfp4_wide_kernel");
 }
 
 template <bool kSwiglu>
 bool dispatch_wide(const Mxfp4Group* groups, int n_groups, int max_m, const uint16_t* x16, int N, int K, float limit,
-                   uint16_t* a16, cudaStream_t s) {
-  if (max_m <= 16) return launch_wide<1, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
-  if (max_m <= 32) return launch_wide<2, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
-  return launch_wide<4, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, s);
+                   uint16_t* a16, bool tiled, cudaStream_t s) {
+  if (max_m <= 16) return launch_wide<1, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, tiled, s);
+  if (max_m <= 32) return launch_wide<2, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, tiled, s);
+  return launch_wide<4, kSwiglu>(groups, n_groups, x16, N, K, limit, a16, tiled, s);
 }
 
 __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
@@ -283,18 +286,18 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
 }  // namespace
 
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                              int64_t K, float limit, uint16_t* a16, void* stream) {
+                              int64_t K, float limit, uint16_t* a16, bool tiled, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu", n_groups, max_m, 64, I, 128, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
+  return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16, tiled,
                              as_stream(stream));
 }
 
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                      void* stream) {
+                      bool tiled, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2", n_groups, max_m, 64, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+  return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr, tiled,
                               as_stream(stream));
 }
 

@@ -217,12 +217,12 @@ __global__ void __launch_bounds__(256, 2)
   // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
   // w2: column 128 * block + r. Rows r and r + 64 lie in one tensor either way. Row n of a tensor
   // starts at n * row_bytes, or tiled (mxfp4_tile64) at its 64-row tile plus 64 (n % 64).
+  const Mxfp4Rows L{row_bytes, kg, tiled};
   auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
     const bool up = kSwiglu && (r & 15) >= 8;
     const int64_t col = kSwiglu ? blockIdx.x * 64 + (r >> 4) * 8 + (r & 7) : blockIdx.x * kRows + r;
-    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) +
-        (tiled ? (col >> 6) * 64 * row_bytes + (col & 63) * 64 : col * row_bytes);
-    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + (tiled ? (col >> 6) * 64 * kg + (col & 63) * 4 : col * kg);
+    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + L.w(col);
+    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + L.s(col);
   };
   {
     const uint8_t *s, *w2;
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(256, 2)
     jb.wsrc += (tid & 3) * 16;
     wrow(tid & (kRows - 1), w2, jb.ssrc);
   }
-  jb.wcs = tiled ? 4096 : 64, jb.scs = tiled ? 256 : 4;
+  jb.wcs = L.wc(), jb.scs = L.sc();
   jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16;
   jb.xssrc = xs + gd.row0 + (tid & 63);
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;

@@ -117,7 +117,7 @@ __device__ __forceinline__ void chunk_math(float (&acc)[kNT][MT][4], const uint3
 // MT m tiles of 16 rows; kLow8: max_m <= 8 (rows 8..15 of the tile are never loaded).
 template <int MT, bool kLow8>
 __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
-    mxfp4_grouped_kernel(const Mxfp4Group* __restrict__ groups, int N, int K) {
+    mxfp4_grouped_kernel(const Mxfp4Group* __restrict__ groups, int N, int K, bool tiled) {
   detail::pdl_entry();
   extern __shared__ __align__(16) unsigned char smem[];
   const Mxfp4Group gd = groups[blockIdx.z];
@@ -128,9 +128,12 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
   const int kg = K / 32;       // scale groups per row
   const int nchunk = K / 128;  // 4 groups per chunk
   const int nw = (nchunk - warp + kWarps - 1) / kWarps;  // chunks of this warp
-  const int64_t row_bytes = K / 2;
-  const uint8_t* wsrc = gd.w + int64_t(n0) * row_bytes;
-  const uint8_t* ssrc = gd.scale + int64_t(n0) * kg;
+  // The block's 32 rows: row_bytes apart, or 64 (tiled: n0 % 32 == 0, so one 64-row tile).
+  const Mxfp4Rows L{K / 2, kg, tiled};
+  const int64_t row_bytes = tiled ? 64 : K / 2, srow = tiled ? 4 : kg;
+  const int wcs = L.wc(), scs = L.sc();
+  const uint8_t* wsrc = gd.w + L.w(n0);
+  const uint8_t* ssrc = gd.scale + L.s(n0);
   const uint32_t s_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   const uint32_t w_ring = s_base + warp * kStages * kStageW;
   const uint32_t s_ring = s_base + kWarps * kStages * kStageW + warp * kStages * kStageS;
@@ -143,9 +146,9 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
 #pragma unroll
       for (int q = 0; q < kNT; ++q) {
         const int row = g + 8 * q;
-        cp_async16(st + w64_off(row, t), wsrc + row * row_bytes + c * kRowBytes + t * 16);
+        cp_async16(st + w64_off(row, t), wsrc + row * row_bytes + int64_t(c) * wcs + t * 16);
       }
-      cp_async4(s_ring + (i % kStages) * kStageS + lane * 4, ssrc + int64_t(lane) * kg + c * 4);
+      cp_async4(s_ring + (i % kStages) * kStageS + lane * 4, ssrc + int64_t(lane) * srow + int64_t(c) * scs);
     }
     cp_commit();
   };
@@ -220,29 +223,31 @@ __global__ void __launch_bounds__(256, MT == 1 ? 2 : 1)
 }
 
 template <int MT, bool kLow8>
-bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, cudaStream_t s) {
+bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, bool tiled, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_grouped_kernel<MT, kLow8>), kSmemBytes, smem_set,
                              "mxfp4_linear_grouped: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(N / (8 * kNT)), 1, static_cast<unsigned>(n_groups));
-  detail::launch_pdl(mxfp4_grouped_kernel<MT, kLow8>, grid, 256, kSmemBytes, s, groups, N, K);
+  detail::launch_pdl(mxfp4_grouped_kernel<MT, kLow8>, grid, 256, kSmemBytes, s, groups, N, K, tiled);
   return check_launch("mxfp4_grouped_kernel");
 }
 
 }  // namespace
 
-bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K, void* stream) {
+bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K, bool tiled,
+                          void* stream) {
   if (N % 32 || K % 128) return fail("mxfp4_linear_grouped: need N % 32 == 0 and K % 128 == 0");
+  if (tiled && N % 64) return fail("mxfp4_linear_grouped: tiled weights need N % 64 == 0");
   if (max_m > 64) return fail("mxfp4_linear_grouped: max_m > 64");
   if (n_groups > 65535) return fail("mxfp4_linear_grouped: more than 65535 groups");
   if (n_groups <= 0 || max_m <= 0) return true;
   const cudaStream_t s = as_stream(stream);
   const int n = static_cast<int>(N), k = static_cast<int>(K);
-  if (max_m <= 8) return launch_grouped<1, true>(groups, n_groups, n, k, s);
-  if (max_m <= 16) return launch_grouped<1, false>(groups, n_groups, n, k, s);
-  if (max_m <= 32) return launch_grouped<2, false>(groups, n_groups, n, k, s);
-  return launch_grouped<4, false>(groups, n_groups, n, k, s);
+  if (max_m <= 8) return launch_grouped<1, true>(groups, n_groups, n, k, tiled, s);
+  if (max_m <= 16) return launch_grouped<1, false>(groups, n_groups, n, k, tiled, s);
+  if (max_m <= 32) return launch_grouped<2, false>(groups, n_groups, n, k, tiled, s);
+  return launch_grouped<4, false>(groups, n_groups, n, k, tiled, s);
 }
 
 }  // namespace deepinfer::cuda

@@ -155,9 +155,10 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[N / 2], const WFrag& w,
 }
 
 struct Job {
-  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment
+  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment, chunk 0
   int64_t wstride;      // to its second weight row (block row + 64)
-  const uint8_t* ssrc;  // scale row tid (tid < 128)
+  const uint8_t* ssrc;  // scale row tid (tid < 128), chunk 0
+  int wcs, scs;         // from one chunk to the next (Mxfp4Rows)
   const __half* xsrc;   // the group's row tid / 16, segment tid % 16
   int m, K;
 };
@@ -169,8 +170,8 @@ __device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int
     const uint32_t ws = st + N * 256;
 #pragma unroll
     for (int q = 0; q < 2; ++q)
-      cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wsrc + q * jb.wstride + c * 64);
-    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + c * 4);
+      cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wsrc + q * jb.wstride + int64_t(c) * jb.wcs);
+    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + int64_t(c) * jb.scs);
     const int xr = tid >> 4, xseg = tid & 15;
 #pragma unroll
     for (int q = 0; q < N / 16; ++q)
@@ -281,7 +282,7 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
 template <int NMAX, bool kSwiglu, bool kExact>
 __global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
     mxfp4_wgmma_kernel(const Mxfp4Group* __restrict__ groups, const __half* __restrict__ x16, int Nout, int K,
-                       float limit, __half* __restrict__ a16) {
+                       float limit, __half* __restrict__ a16, bool tiled) {
   detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
@@ -293,27 +294,23 @@ __global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
   Job jb;
   jb.m = m, jb.K = K;
   // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
-  // w2: column 128 * block + r. Rows r and r + 64 are wstride apart either way.
+  // w2: column 128 * block + r. Rows r and r + 64 lie in one tensor either way.
+  const Mxfp4Rows L{row_bytes, kg, tiled};
   auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
-    if (kSwiglu) {
-      const bool up = (r & 15) >= 8;
-      const int col = blockIdx.x * 64 + (r >> 4) * 8 + (r & 7);
-      w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + int64_t(col) * row_bytes;
-      s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + int64_t(col) * kg;
-    } else {
-      const int col = blockIdx.x * kRows + r;
-      w = gd.w + int64_t(col) * row_bytes;
-      s = gd.scale + int64_t(col) * kg;
-    }
+    const bool up = kSwiglu && (r & 15) >= 8;
+    const int64_t col = kSwiglu ? blockIdx.x * 64 + (r >> 4) * 8 + (r & 7) : blockIdx.x * kRows + r;
+    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + L.w(col);
+    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + L.s(col);
   };
   {
-    const uint8_t* s;
+    const uint8_t *s, *w2;
     wrow(tid >> 2, jb.wsrc, s);
+    wrow((tid >> 2) + 64, w2, s);
+    jb.wstride = w2 - jb.wsrc;
     jb.wsrc += (tid & 3) * 16;
-    const uint8_t* w;
-    wrow(tid & (kRows - 1), w, jb.ssrc);
+    wrow(tid & (kRows - 1), w2, jb.ssrc);
   }
-  jb.wstride = int64_t(kSwiglu ? 32 : 64) * row_bytes;
+  jb.wcs = L.wc(), jb.scs = L.sc();
   jb.xsrc = x16 + (int64_t(gd.row0) + (tid >> 4)) * K + (tid & 15) * 8;
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   if (m <= 16) return run<16, NMAX, kSwiglu, kExact>(jb, gd, s_base, Nout, limit, a16);
@@ -326,42 +323,43 @@ __global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
 
 template <int NMAX, bool kSwiglu, bool kExact>
 bool launch1(const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int Nout, int K, float limit, uint16_t* a16,
-             cudaStream_t s) {
+             bool tiled, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_wgmma_kernel<NMAX, kSwiglu, kExact>), smem_bytes<NMAX>(),
                              smem_set, "mxfp4 wgmma experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
-  detail::launch_pdl(mxfp4_wgmma_kernel<NMAX, kSwiglu, kExact>, grid, 256, smem_bytes<NMAX>(), s, groups, reinterpret_cast<const __half*>(x16), Nout, K, limit, reinterpret_cast<__half*>(a16));
+  detail::launch_pdl(mxfp4_wgmma_kernel<NMAX, kSwiglu, kExact>, grid, 256, smem_bytes<NMAX>(), s, groups, reinterpret_cast<const __half*>(x16), Nout, K, limit, reinterpret_cast<__half*>(a16), tiled);
   return check_launch("mxfp4_wgmma_kernel");
 }
 
 template <bool kSwiglu>
 bool launch(bool foldable, int max_m, const Mxfp4Group* groups, int n_groups, const uint16_t* x16, int Nout, int K,
-            float limit, uint16_t* a16, cudaStream_t s) {
+            float limit, uint16_t* a16, bool tiled, cudaStream_t s) {
   if (max_m <= 64)
-    return foldable ? launch1<64, kSwiglu, false>(groups, n_groups, x16, Nout, K, limit, a16, s)
-                    : launch1<64, kSwiglu, true>(groups, n_groups, x16, Nout, K, limit, a16, s);
-  return foldable ? launch1<128, kSwiglu, false>(groups, n_groups, x16, Nout, K, limit, a16, s)
-                  : launch1<128, kSwiglu, true>(groups, n_groups, x16, Nout, K, limit, a16, s);
+    return foldable ? launch1<64, kSwiglu, false>(groups, n_groups, x16, Nout, K, limit, a16, tiled, s)
+                    : launch1<64, kSwiglu, true>(groups, n_groups, x16, Nout, K, limit, a16, tiled, s);
+  return foldable ? launch1<128, kSwiglu, false>(groups, n_groups, x16, Nout, K, limit, a16, tiled, s)
+                  : launch1<128, kSwiglu, true>(groups, n_groups, x16, Nout, K, limit, a16, tiled, s);
 }
 
 }  // namespace
 
 bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                                    int64_t K, float limit, uint16_t* a16, bool scales_foldable, void* stream) {
+                                    int64_t K, float limit, uint16_t* a16, bool scales_foldable, bool tiled,
+                                    void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_wgmma", n_groups, max_m, 128, I, 64, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<true>(scales_foldable, max_m, g13, n_groups, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
-                      as_stream(stream));
+                      tiled, as_stream(stream));
 }
 
 bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                            bool scales_foldable, void* stream) {
+                            bool scales_foldable, bool tiled, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2_wgmma", n_groups, max_m, 128, N, kRows, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<false>(scales_foldable, max_m, g2, n_groups, a16, static_cast<int>(N), static_cast<int>(K), 0.f,
-                       nullptr, as_stream(stream));
+                       nullptr, tiled, as_stream(stream));
 }
 
 namespace {

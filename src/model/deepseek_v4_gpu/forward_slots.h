@@ -12,6 +12,7 @@ enum Slot : int {
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
+  kX8, kXs8, kA32, kA8, kAs8,
 };
 
 inline constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows

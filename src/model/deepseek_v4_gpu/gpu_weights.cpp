@@ -108,7 +108,8 @@ Status check_expert(const Weight& w) {
 }
 
 // One expert's w1, w3, w2 (packed e2m1 then E8M0 scales each) in one allocation.
-Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Weight& w2, cuda::ExpertPtrs& p) {
+Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Weight& w2, bool tiled,
+                                   cuda::ExpertPtrs& p) {
   DI_TRY(check_expert(w1));
   DI_TRY(check_expert(w3));
   DI_TRY(check_expert(w2));
@@ -123,6 +124,7 @@ Result<DeviceBuffer> upload_expert(const Weight& w1, const Weight& w3, const Wei
   }
   DI_ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::upload(blob, w1.name));
   DI_TRY(lay.to_device_layout(d.as<uint8_t>(), w1.name));
+  if (tiled) DI_TRY(lay.to_tiles(d, w1.rows, w1.cols, w1.name));
   p = lay.ptrs(d.as<uint8_t>());
   return d;
 }
@@ -162,12 +164,14 @@ Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) 
     DI_ASSIGN_OR_RETURN(g.tid2eid, DeviceBuffer::upload(f.tid2eid, "gate.tid2eid"));
   }
   std::vector<cuda::ExpertPtrs> ptrs(E);
+  g.experts_tiled = experts_tileable(c.moe_inter, c.hidden);
   for (int64_t e = 0; e < E; ++e) {
-    DI_ASSIGN_OR_RETURN(DeviceBuffer blob, upload_expert(f.w1[e], f.w3[e], f.w2[e], ptrs[e]));
+    DI_ASSIGN_OR_RETURN(DeviceBuffer blob, upload_expert(f.w1[e], f.w3[e], f.w2[e], g.experts_tiled, ptrs[e]));
     g.experts.push_back(std::move(blob));
   }
   DI_ASSIGN_OR_RETURN(g.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
   DI_ASSIGN_OR_RETURN(g.experts_foldable, experts_scales_foldable(ptrs, c.moe_inter, c.hidden));
+  DI_ASSIGN_OR_RETURN(g.experts_fp8_foldable, experts_scales_foldable(ptrs, c.moe_inter, c.hidden, true));
   DI_ASSIGN_OR_RETURN(g.sh_w1, upload_linear(f.shared_w1, true));
   DI_ASSIGN_OR_RETURN(g.sh_w2, upload_linear(f.shared_w2, true));
   DI_ASSIGN_OR_RETURN(g.sh_w3, upload_linear(f.shared_w3, true));
@@ -200,6 +204,18 @@ Status ExpertLayout::to_device_layout(uint8_t* base, const std::string& what) co
   for (int i = 0; i < 6; i += 2)
     if (!cuda::mxfp4_to_device_layout(base + off[i], static_cast<int64_t>(len[i])))
       return device_error("MXFP4 device layout of " + what);
+  return Status::ok();
+}
+
+Status ExpertLayout::to_tiles(DeviceBuffer& blob, int64_t I, int64_t d, const std::string& what) const {
+  DI_ASSIGN_OR_RETURN(DeviceBuffer t, DeviceBuffer::alloc(bytes, what));
+  const int64_t n[3] = {I, I, d}, k[3] = {d, d, I};  // w1, w3, w2
+  for (int i = 0; i < 3; ++i)
+    if (!cuda::mxfp4_tile64(blob.as<uint8_t>() + off[2 * i], blob.as<uint8_t>() + off[2 * i + 1], n[i], k[i],
+                            t.as<uint8_t>() + off[2 * i], t.as<uint8_t>() + off[2 * i + 1]))
+      return device_error("MXFP4 64-row tiles of " + what);
+  DI_CUDA_TRY(cuda::synchronize());
+  blob = std::move(t);
   return Status::ok();
 }
 
@@ -320,13 +336,14 @@ Result<GpuWeights> GpuWeights::upload(const v4::V4Weights& w, const v4::V4Config
   return g;
 }
 
-Result<bool> experts_scales_foldable(const std::vector<cuda::ExpertPtrs>& ptrs, int64_t I, int64_t d) {
+Result<bool> experts_scales_foldable(const std::vector<cuda::ExpertPtrs>& ptrs, int64_t I, int64_t d, bool fp8) {
   const int32_t one = 1;
   DI_ASSIGN_OR_RETURN(DeviceBuffer flag, DeviceBuffer::upload(&one, sizeof(one), "expert scale check"));
+  const auto check = fp8 ? cuda::mxfp4_scales_fp8_foldable : cuda::mxfp4_scales_foldable;
   for (const cuda::ExpertPtrs& p : ptrs) {
-    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s1, I * d / 32, flag.as<int32_t>()));
-    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s3, I * d / 32, flag.as<int32_t>()));
-    DI_CUDA_TRY(cuda::mxfp4_scales_foldable(p.s2, d * I / 32, flag.as<int32_t>()));
+    DI_CUDA_TRY(check(p.s1, I * d / 32, flag.as<int32_t>(), nullptr));
+    DI_CUDA_TRY(check(p.s3, I * d / 32, flag.as<int32_t>(), nullptr));
+    DI_CUDA_TRY(check(p.s2, d * I / 32, flag.as<int32_t>(), nullptr));
   }
   int32_t out = 0;
   DI_CUDA_TRY(cuda::synchronize());

@@ -74,7 +74,7 @@ class Gen {
     return g;
   }
   // One routed expert's blob (w1 [I, d], w3 [I, d], w2 [d, I]: packed e2m1 + E8M0 per 32).
-  Result<DeviceBuffer> expert(int64_t I, int64_t d, cuda::ExpertPtrs& p, const std::string& what) {
+  Result<DeviceBuffer> expert(int64_t I, int64_t d, bool tiled, cuda::ExpertPtrs& p, const std::string& what) {
     const size_t w13 = static_cast<size_t>(I * d / 2), s13 = static_cast<size_t>(I * d / 32);
     const size_t part[6] = {w13, s13, w13, s13, w13, s13};  // w2 [d, I] has the same sizes
     const ExpertLayout lay = expert_layout(part);
@@ -85,7 +85,8 @@ class Gen {
       DI_TRY(fill(base + lay.off[i + 1], static_cast<int64_t>(part[i + 1]), RandomKind::kE8M0, 118.f, 120.f, what));
     }
     DI_TRY(lay.to_device_layout(base, what));  // random bits either way; kept for the one contract
-    p = lay.ptrs(base);
+    if (tiled) DI_TRY(lay.to_tiles(b, I, d, what));
+    p = lay.ptrs(b.as<uint8_t>());
     return b;
   }
 
@@ -145,12 +146,15 @@ Result<GpuLayer> synthetic_layer(Gen& g, const v4::V4Config& c, int64_t l) {
     DI_ASSIGN_OR_RETURN(L.bias, g.f32(E, 0.1f, p + ".gate.bias"));
   }
   std::vector<cuda::ExpertPtrs> ptrs(static_cast<size_t>(E));
+  L.experts_tiled = experts_tileable(I, d);
   for (int64_t e = 0; e < E; ++e) {
-    DI_ASSIGN_OR_RETURN(DeviceBuffer blob, g.expert(I, d, ptrs[e], p + ".experts." + std::to_string(e)));
+    DI_ASSIGN_OR_RETURN(DeviceBuffer blob,
+                        g.expert(I, d, L.experts_tiled, ptrs[e], p + ".experts." + std::to_string(e)));
     L.experts.push_back(std::move(blob));
   }
   DI_ASSIGN_OR_RETURN(L.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
   DI_ASSIGN_OR_RETURN(L.experts_foldable, experts_scales_foldable(ptrs, I, d));
+  DI_ASSIGN_OR_RETURN(L.experts_fp8_foldable, experts_scales_foldable(ptrs, I, d, true));
   DI_ASSIGN_OR_RETURN(L.sh_w1, g.fp8(I, d, p + ".shared_experts.w1"));
   DI_ASSIGN_OR_RETURN(L.sh_w2, g.fp8(d, I, p + ".shared_experts.w2"));
   DI_ASSIGN_OR_RETURN(L.sh_w3, g.fp8(I, d, p + ".shared_experts.w3"));
