@@ -82,6 +82,7 @@ TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
   expect_usage_error(tiny() + " --moe-group-rows 32", "apply to --device cuda");
   expect_usage_error(tiny() + " --profile", "apply to --device cuda");
   expect_usage_error(tiny() + " --no-moe-wgmma", "apply to --device cuda");
+  expect_usage_error(tiny() + " --no-moe-fp8", "apply to --device cuda");
   expect_usage_error(tiny() + " --moe-wgmma-exact", "apply to --device cuda");
   expect_usage_error(tiny() + " --attn-heads-per-block 16", "apply to --device cuda");
   expect_usage_error(tiny() + " --fp8-wgmma-rows 16", "apply to --device cuda");
