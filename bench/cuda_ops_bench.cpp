@@ -487,6 +487,14 @@ void bench_moe_paths(int E, int m) {
     r.peer = "moe_fp8";
     r.peer_ms = fp8_ms;
     report(r);
+    r.op = "moe_wgmma_tiled";  // the f16 wgmma kernels on the same tiled weights
+    r.ms = time_graph(std::max(sets, 20), [&](int i) {
+      OK(dc::mxfp4_experts_w13_swiglu_wgmma(t13[i % sets], nq, mq, x16, I, d, 10.f, a16, true, true, g_stream));
+      OK(dc::mxfp4_experts_w2_wgmma(t2[i % sets], nq, mq, a16, d, I, true, true, g_stream));
+    });
+    r.peer = "moe_wgmma";
+    r.peer_ms = wg_ms;
+    report(r);
   }
   if (gq == 64) {  // the same 64-row groups in the 128-row launch: one block per SM, a deeper ring
     r.op = "moe_wgmma_ring128";
