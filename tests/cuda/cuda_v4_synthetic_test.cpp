@@ -48,6 +48,17 @@ std::vector<uint8_t> host_part(const uint8_t* p, size_t bytes) {
   return h;
 }
 // Packed e2m1 read back from the device layout -> the stored (checkpoint) layout.
+// Rows [n, row_bytes] back from cuda::mxfp4_tile64's 64-row tiles, where each 64 rows hold, per
+// run of `run` bytes of a row (64 weight bytes or 4 scale bytes: one 128-code chunk), the 64 rows'
+// runs one after the other.
+std::vector<uint8_t> untile64(const std::vector<uint8_t>& t, int64_t n, int64_t row_bytes, int64_t run) {
+  std::vector<uint8_t> out(t.size());
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < row_bytes; ++b)
+      out[r * row_bytes + b] = t[(r / 64) * 64 * row_bytes + (b / run) * 64 * run + (r % 64) * run + b % run];
+  return out;
+}
+
 std::vector<uint8_t> stored_e2m1(std::vector<uint8_t> h) {
   for (size_t i = 0; i + 4 <= h.size(); i += 4) {
     uint32_t w;
@@ -142,9 +153,10 @@ TensorMap to_tensors(const GpuWeights& w, const v4::V4Config& c) {
       const char* names[3] = {".w1", ".w3", ".w2"};
       for (int i = 0; i < 3; ++i) {
         const int64_t rows = i == 2 ? d : I, cols = i == 2 ? I : d;
-        t[ep + names[i] + ".weight"] = raw("I8", {rows, cols / 2}, stored_e2m1(host_part(base + lay.off[2 * i], part[2 * i])));
-        t[ep + names[i] + ".scale"] =
-            raw("F8_E8M0", {rows, cols / 32}, host_part(base + lay.off[2 * i + 1], part[2 * i + 1]));
+        auto wt = host_part(base + lay.off[2 * i], part[2 * i]), sc = host_part(base + lay.off[2 * i + 1], part[2 * i + 1]);
+        if (L.experts_tiled) wt = untile64(wt, rows, cols / 2, 64), sc = untile64(sc, rows, cols / 32, 4);
+        t[ep + names[i] + ".weight"] = raw("I8", {rows, cols / 2}, stored_e2m1(wt));
+        t[ep + names[i] + ".scale"] = raw("F8_E8M0", {rows, cols / 32}, sc);
       }
     }
     put_linear(t, f + ".shared_experts.w1", L.sh_w1);
