@@ -59,6 +59,16 @@ Weight mxfp4_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
   return w;
 }
 
+// A 64-row tiled copy (dc::mxfp4_tile64) of an MXFP4 weight [N, K] and its scales, kept alive in
+// `keep`: wt, st point at it.
+void tile64_copy(std::vector<std::unique_ptr<Dev>>& keep, const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K,
+                 const uint8_t*& wt, const uint8_t*& st) {
+  keep.push_back(std::make_unique<Dev>(N * K / 2)), keep.push_back(std::make_unique<Dev>(N * K / 32));
+  EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, keep[keep.size() - 2]->as<uint8_t>(), keep.back()->as<uint8_t>()))
+      << dc::last_error();
+  wt = keep[keep.size() - 2]->as<uint8_t>(), st = keep.back()->as<uint8_t>();
+}
+
 double max_abs(const std::vector<float>& a, const std::vector<float>& b) {
   double m = 0;
   for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
@@ -607,10 +617,7 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   // Every kernel again on 64-row tiled copies of the weights (mxfp4_tile64): bitwise the same rows.
   std::vector<dc::ExpertPtrs> tx(ex.size());
   auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
-    keep.push_back(std::make_unique<Dev>(N * K / 2)), keep.push_back(std::make_unique<Dev>(N * K / 32));
-    EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, keep[keep.size() - 2]->as<uint8_t>(), keep.back()->as<uint8_t>()))
-        << dc::last_error();
-    wt = keep[keep.size() - 2]->as<uint8_t>(), st = keep.back()->as<uint8_t>();
+    tile64_copy(keep, w, sc, N, K, wt, st);
   };
   for (size_t e = 0; e < ex.size(); ++e) {
     tile(ex[e].w1, ex[e].s1, I, d, tx[e].w1, tx[e].s1);
@@ -773,10 +780,7 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
   {
     std::vector<std::unique_ptr<Dev>> tiles;
     auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
-      tiles.push_back(std::make_unique<Dev>(N * K / 2)), tiles.push_back(std::make_unique<Dev>(N * K / 32));
-      EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, tiles[tiles.size() - 2]->as<uint8_t>(), tiles.back()->as<uint8_t>()))
-          << dc::last_error();
-      wt = tiles[tiles.size() - 2]->as<uint8_t>(), st = tiles.back()->as<uint8_t>();
+      tile64_copy(tiles, w, sc, N, K, wt, st);
     };
     Dev yt(nan_y.data(), R * d * 4), at32(R * I * 4), at8(R * I), ats(R * I / 128 * 4);
     std::vector<dc::Mxfp4Group> t13 = g13, t2 = g2;
