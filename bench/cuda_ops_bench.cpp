@@ -436,32 +436,36 @@ void bench_moe_paths(int E, int m) {
   std::vector<dc::Mxfp4Group *> q13, q2;
   const int gq = m >= 96 ? 128 : 64;
   const int nq = groups(gq, q13, q2), mq = std::min(m, gq);
-  r.op = "moe_wgmma";
   r.groups = nq;
-  r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, mq, x16, I, d, 10.f, a16, true, false, g_stream));
-    OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, mq, a16, d, I, true, false, g_stream));
-  });
-  r.peer = "moe_wide64";
-  r.peer_ms = wide_ms;
-  report(r);
-  const double wg_ms = r.ms;
+  using Groups = std::vector<dc::Mxfp4Group*>;
+  // The f16 wgmma kernels on groups (g13s, g2s), launched for max_m rows; tiled: mxfp4_tile64 weights.
+  auto wgmma_ms = [&](const Groups& g13s, const Groups& g2s, int max_m, bool tiled) {
+    return time_graph(std::max(sets, 20), [&](int i) {
+      OK(dc::mxfp4_experts_w13_swiglu_wgmma(g13s[i % sets], nq, max_m, x16, I, d, 10.f, a16, true, tiled, g_stream));
+      OK(dc::mxfp4_experts_w2_wgmma(g2s[i % sets], nq, max_m, a16, d, I, true, tiled, g_stream));
+    });
+  };
+  auto report_vs = [&](const char* op, double ms, const char* peer, double peer_ms) {
+    r.op = op, r.ms = ms, r.peer = peer, r.peer_ms = peer_ms;
+    report(r);
+  };
+  const double wg_ms = wgmma_ms(q13, q2, mq, false);
+  report_vs("moe_wgmma", wg_ms, "moe_wide64", wide_ms);
   if (gq == 64) {  // FP8 (e4m3 rows, e2m1 folded into e4m3 tables), the same groups; the w2 rows'
     // quantisation is timed, x's is not (as moe_permute_f16 for the others)
     auto* x8 = static_cast<uint8_t*>(fbuf(R * d)), *a8 = static_cast<uint8_t*>(fbuf(R * I));
     float *xs = static_cast<float*>(fbuf(R * d / 128 * 4)), *as = static_cast<float*>(fbuf(R * I / 128 * 4));
     OK(dc::moe_rows_fp8(x, int64_t(R), 1, d, nullptr, x8, xs, int64_t(R), g_stream));
-    r.op = "moe_fp8";
-    r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_fp8(q13[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, false, g_stream));
-      OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
-      OK(dc::mxfp4_experts_w2_fp8(q2[i % sets], nq, mq, a8, as, int64_t(R), d, I, false, g_stream));
-    });
-    r.peer = "moe_wgmma";
-    r.peer_ms = wg_ms;
-    report(r);
+    auto fp8_ms = [&](const Groups& g13s, const Groups& g2s, bool tiled) {
+      return time_graph(std::max(sets, 20), [&](int i) {
+        OK(dc::mxfp4_experts_w13_swiglu_fp8(g13s[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, tiled, g_stream));
+        OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
+        OK(dc::mxfp4_experts_w2_fp8(g2s[i % sets], nq, mq, a8, as, int64_t(R), d, I, tiled, g_stream));
+      });
+    };
+    const double f8_ms = fp8_ms(q13, q2, false);
+    report_vs("moe_fp8", f8_ms, "moe_wgmma", wg_ms);
     // The same with the weights in 64-row tiles (mxfp4_tile64): whole 4 KB runs per block and chunk.
-    const double fp8_ms = r.ms;
     std::vector<dc::ExpertPtrs> tx(ex.size());
     auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
       uint8_t *a, *b;
@@ -475,36 +479,13 @@ void bench_moe_paths(int E, int m) {
       tile(ex[j].w2, ex[j].s2, d, I, tx[j].w2, tx[j].s2);
     }
     std::swap(ex, tx);
-    std::vector<dc::Mxfp4Group *> t13, t2;
+    Groups t13, t2;
     groups(gq, t13, t2);
     std::swap(ex, tx);
-    r.op = "moe_fp8_tiled";
-    r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_fp8(t13[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, true, g_stream));
-      OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
-      OK(dc::mxfp4_experts_w2_fp8(t2[i % sets], nq, mq, a8, as, int64_t(R), d, I, true, g_stream));
-    });
-    r.peer = "moe_fp8";
-    r.peer_ms = fp8_ms;
-    report(r);
-    r.op = "moe_wgmma_tiled";  // the f16 wgmma kernels on the same tiled weights
-    r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_wgmma(t13[i % sets], nq, mq, x16, I, d, 10.f, a16, true, true, g_stream));
-      OK(dc::mxfp4_experts_w2_wgmma(t2[i % sets], nq, mq, a16, d, I, true, true, g_stream));
-    });
-    r.peer = "moe_wgmma";
-    r.peer_ms = wg_ms;
-    report(r);
-  }
-  if (gq == 64) {  // the same 64-row groups in the 128-row launch: one block per SM, a deeper ring
-    r.op = "moe_wgmma_ring128";
-    r.ms = time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_wgmma(q13[i % sets], nq, 128, x16, I, d, 10.f, a16, true, false, g_stream));
-      OK(dc::mxfp4_experts_w2_wgmma(q2[i % sets], nq, 128, a16, d, I, true, false, g_stream));
-    });
-    r.peer = "moe_wgmma";
-    r.peer_ms = wg_ms;
-    report(r);
+    report_vs("moe_fp8_tiled", fp8_ms(t13, t2, true), "moe_fp8", f8_ms);
+    report_vs("moe_wgmma_tiled", wgmma_ms(t13, t2, mq, true), "moe_wgmma", wg_ms);  // f16 on the same tiles
+    // The same 64-row groups in the 128-row launch: one block per SM, a deeper ring.
+    report_vs("moe_wgmma_ring128", wgmma_ms(q13, q2, 128, false), "moe_wgmma", wg_ms);
   }
   for (void* p : owned) CK(cudaFree(p));
 }

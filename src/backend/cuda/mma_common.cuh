@@ -8,6 +8,7 @@
 #include <string>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
 
 namespace deepinfer::cuda::detail {
 
@@ -81,6 +82,41 @@ struct Mxfp4Rows {
   __device__ __forceinline__ int wc() const { return tiled ? 4096 : 64; }
   __device__ __forceinline__ int sc() const { return tiled ? 256 : 4; }
 };
+
+/// A thread's weight copy jobs in a wgmma expert block (mxfp4_wgmma.cu, mxfp4_fp8.cu: 128 weight
+/// rows, 256 threads): 16-byte segment tid % 4 of block rows tid / 4 and tid / 4 + 64 (one tensor,
+/// wstride apart), and the scale row tid % 128, each at chunk c of 128 codes.
+struct ExpertWeightJob {
+  const uint8_t* w;  // the first row's segment, chunk 0
+  int64_t wstride;   // to the second row
+  const uint8_t* s;  // the scale row, chunk 0
+  int wcs, scs;      // from one chunk to the next (Mxfp4Rows)
+  __device__ __forceinline__ const uint8_t* weights(int q, int c) const { return w + q * wstride + int64_t(c) * wcs; }
+  __device__ __forceinline__ const uint8_t* scales(int c) const { return s + int64_t(c) * scs; }
+};
+/// Block row r -> tensor row: w13 (groups[2 y] = w1, groups[2 y + 1] = w3, gd = w1's): w1 for
+/// r % 16 < 8, else w3, row 64 * block + 8 (r / 16) + r % 8, so gate and up of one output sit in
+/// one thread; w2 (gd): row 128 * block + r. Either layout (tiled: mxfp4_tile64).
+template <bool kSwiglu>
+__device__ __forceinline__ ExpertWeightJob expert_weight_job(const Mxfp4Group* groups, const Mxfp4Group& gd, int K,
+                                                             bool tiled, int tid) {
+  const Mxfp4Rows L{K / 2, K / 32, tiled};
+  auto row = [&](int r, const uint8_t*& w, const uint8_t*& s) {
+    const bool up = kSwiglu && (r & 15) >= 8;
+    const int64_t col = kSwiglu ? blockIdx.x * 64 + (r >> 4) * 8 + (r & 7) : blockIdx.x * 128 + r;
+    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + L.w(col);
+    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + L.s(col);
+  };
+  ExpertWeightJob j;
+  const uint8_t *s, *w2;
+  row(tid >> 2, j.w, s);
+  row((tid >> 2) + 64, w2, s);
+  j.wstride = w2 - j.w;
+  j.w += (tid & 3) * 16;
+  row(tid & 127, w2, j.s);
+  j.wcs = L.wc(), j.scs = L.sc();
+  return j;
+}
 
 /// The wide expert kernels' launch checks (false with `what`'s message): N % n_align, K % k_align,
 /// groups of at most max_rows rows, at most 65535 groups (grid y).

@@ -155,11 +155,8 @@ __device__ __forceinline__ void chunk_exact(float (&acc)[N / 2], const WFrag& w,
 }
 
 struct Job {
-  const uint8_t* wsrc;  // this thread's first weight row + its 16-byte segment, chunk 0
-  int64_t wstride;      // to its second weight row (block row + 64)
-  const uint8_t* ssrc;  // scale row tid (tid < 128), chunk 0
-  int wcs, scs;         // from one chunk to the next (Mxfp4Rows)
-  const __half* xsrc;   // the group's row tid / 16, segment tid % 16
+  ExpertWeightJob wj;  // weights and scales
+  const __half* xsrc;  // the group's row tid / 16, segment tid % 16
   int m, K;
 };
 
@@ -170,8 +167,8 @@ __device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int
     const uint32_t ws = st + N * 256;
 #pragma unroll
     for (int q = 0; q < 2; ++q)
-      cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wsrc + q * jb.wstride + int64_t(c) * jb.wcs);
-    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.ssrc + int64_t(c) * jb.scs);
+      cp_async16(ws + w64_off((tid >> 2) + 64 * q, tid & 3), jb.wj.weights(q, c));
+    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.wj.scales(c));
     const int xr = tid >> 4, xseg = tid & 15;
 #pragma unroll
     for (int q = 0; q < N / 16; ++q)
@@ -289,28 +286,9 @@ __global__ void __launch_bounds__(256, NMAX <= 64 ? 2 : 1)
   const int m = gd.m;
   if (m <= 0) return;
   const int tid = threadIdx.x;
-  const int64_t row_bytes = K / 2;
-  const int kg = K / 32;
   Job jb;
   jb.m = m, jb.K = K;
-  // Block row r -> global weight row: w13: w1 (r % 16 < 8) or w3 column 64 * block + 8 (r / 16) + r % 8;
-  // w2: column 128 * block + r. Rows r and r + 64 lie in one tensor either way.
-  const Mxfp4Rows L{row_bytes, kg, tiled};
-  auto wrow = [&](int r, const uint8_t*& w, const uint8_t*& s) {
-    const bool up = kSwiglu && (r & 15) >= 8;
-    const int64_t col = kSwiglu ? blockIdx.x * 64 + (r >> 4) * 8 + (r & 7) : blockIdx.x * kRows + r;
-    w = (up ? groups[2 * blockIdx.y + 1].w : gd.w) + L.w(col);
-    s = (up ? groups[2 * blockIdx.y + 1].scale : gd.scale) + L.s(col);
-  };
-  {
-    const uint8_t *s, *w2;
-    wrow(tid >> 2, jb.wsrc, s);
-    wrow((tid >> 2) + 64, w2, s);
-    jb.wstride = w2 - jb.wsrc;
-    jb.wsrc += (tid & 3) * 16;
-    wrow(tid & (kRows - 1), w2, jb.ssrc);
-  }
-  jb.wcs = L.wc(), jb.scs = L.sc();
+  jb.wj = expert_weight_job<kSwiglu>(groups, gd, K, tiled, tid);
   jb.xsrc = x16 + (int64_t(gd.row0) + (tid >> 4)) * K + (tid & 15) * 8;
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   if (m <= 16) return run<16, NMAX, kSwiglu, kExact>(jb, gd, s_base, Nout, limit, a16);

@@ -402,10 +402,10 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
     }
-    if (R > dc::moe_build_groups_max_slots())
-      DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
+    const bool sorted = R > dc::moe_build_groups_max_slots();
+    if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
-                                     gr, R > dc::moe_build_groups_max_slots() ? offsets : nullptr));
+                                     gr, sorted ? offsets : nullptr));
     const bool tiled = L.experts_tiled;
     // Groups of <= 64 rows on FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3):
     // op bench (H200, tiled weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert.
