@@ -307,9 +307,9 @@ void moe_half(Acts& a, const Layer& L) {
   OK(dc::moe_route(a.h, B, D, L.gate, E, L.bias, TOPK, kScaling, a.logits, a.ex, a.wts, g_s));
   OK(dc::moe_build_groups(a.ex, B, TOPK, E, L.ptrs, a.xp, a.gp, a.up, a.ap, a.yp, D, I, a.G, a.pos, a.g13, a.g2, g_s));
   OK(dc::moe_permute(a.h, B, TOPK, D, a.pos, a.xp, g_s));
-  OK(dc::mxfp4_linear_grouped(a.g13, 2 * a.G, mm, I, D, false, g_s));
+  OK(dc::mxfp4_linear_grouped(a.g13, 2 * a.G, mm, I, D, dc::Mxfp4Layout::rows, g_s));
   OK(dc::swiglu(a.gp, a.up, I, R, I, kLimit, a.ap, g_s));
-  OK(dc::mxfp4_linear_grouped(a.g2, a.G, mm, D, I, false, g_s));
+  OK(dc::mxfp4_linear_grouped(a.g2, a.G, mm, D, I, dc::Mxfp4Layout::rows, g_s));
   join(1);
   OK(dc::moe_combine(a.yp, a.pos, a.wts, a.sy, B, TOPK, D, a.f, g_s));
   OK(dc::hc_post(a.X, B, D, a.post, a.comb, a.f, g_s));

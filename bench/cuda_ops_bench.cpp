@@ -319,7 +319,9 @@ void bench_mxfp4(const char* name, int N, int K, int G, int m) {
   r.shape = std::to_string(N) + "x" + std::to_string(K);
   r.m = m;
   r.groups = G;
-  r.ms = time_graph(std::max(sets, 20), [&](int i) { OK(dc::mxfp4_linear_grouped(descs[i % sets], G, m, N, K, false, g_stream)); });
+  r.ms = time_graph(std::max(sets, 20), [&](int i) {
+    OK(dc::mxfp4_linear_grouped(descs[i % sets], G, m, N, K, dc::Mxfp4Layout::rows, g_stream));
+  });
   r.bytes = double(per) * G + double(G) * m * (K + N) * 4;
   r.flops = 2.0 * G * m * N * double(K);
   r.peak = g_bf16_peak;
@@ -415,17 +417,17 @@ void bench_moe_paths(int E, int m) {
   r.op = "moe_narrow16";
   r.groups = nn;
   r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_linear_grouped(n13[i % sets], 2 * nn, mm, I, d, false, g_stream));
+    OK(dc::mxfp4_linear_grouped(n13[i % sets], 2 * nn, mm, I, d, dc::Mxfp4Layout::rows, g_stream));
     OK(dc::swiglu(gp, up, I, int64_t(R), I, 10.f, ap, g_stream));
-    OK(dc::mxfp4_linear_grouped(n2[i % sets], nn, mm, d, I, false, g_stream));
+    OK(dc::mxfp4_linear_grouped(n2[i % sets], nn, mm, d, I, dc::Mxfp4Layout::rows, g_stream));
   });
   const double narrow_ms = r.ms;
   report(r);
   r.op = "moe_wide64";
   r.groups = nw;
   r.ms = time_graph(std::max(sets, 20), [&](int i) {
-    OK(dc::mxfp4_experts_w13_swiglu(w13[i % sets], nw, mw, x16, I, d, 10.f, a16, false, g_stream));
-    OK(dc::mxfp4_experts_w2(w2[i % sets], nw, mw, a16, d, I, false, g_stream));
+    OK(dc::mxfp4_experts_w13_swiglu(w13[i % sets], nw, mw, x16, I, d, 10.f, a16, dc::Mxfp4Layout::rows, g_stream));
+    OK(dc::mxfp4_experts_w2(w2[i % sets], nw, mw, a16, d, I, dc::Mxfp4Layout::rows, g_stream));
   });
   r.peer = "moe_narrow16";
   r.peer_ms = narrow_ms;
@@ -438,32 +440,34 @@ void bench_moe_paths(int E, int m) {
   const int nq = groups(gq, q13, q2), mq = std::min(m, gq);
   r.groups = nq;
   using Groups = std::vector<dc::Mxfp4Group*>;
-  // The f16 wgmma kernels on groups (g13s, g2s), launched for max_m rows; tiled: mxfp4_tile64 weights.
-  auto wgmma_ms = [&](const Groups& g13s, const Groups& g2s, int max_m, bool tiled) {
+  // The f16 wgmma kernels on groups (g13s, g2s), launched for max_m rows, weights in `layout`.
+  auto wgmma_ms = [&](const Groups& g13s, const Groups& g2s, int max_m, dc::Mxfp4Layout layout) {
     return time_graph(std::max(sets, 20), [&](int i) {
-      OK(dc::mxfp4_experts_w13_swiglu_wgmma(g13s[i % sets], nq, max_m, x16, I, d, 10.f, a16, true, tiled, g_stream));
-      OK(dc::mxfp4_experts_w2_wgmma(g2s[i % sets], nq, max_m, a16, d, I, true, tiled, g_stream));
+      OK(dc::mxfp4_experts_w13_swiglu_wgmma(g13s[i % sets], nq, max_m, x16, I, d, 10.f, a16, dc::Mxfp4Scales::foldable,
+                                            layout, g_stream));
+      OK(dc::mxfp4_experts_w2_wgmma(g2s[i % sets], nq, max_m, a16, d, I, dc::Mxfp4Scales::foldable, layout, g_stream));
     });
   };
   auto report_vs = [&](const char* op, double ms, const char* peer, double peer_ms) {
     r.op = op, r.ms = ms, r.peer = peer, r.peer_ms = peer_ms;
     report(r);
   };
-  const double wg_ms = wgmma_ms(q13, q2, mq, false);
+  const double wg_ms = wgmma_ms(q13, q2, mq, dc::Mxfp4Layout::rows);
   report_vs("moe_wgmma", wg_ms, "moe_wide64", wide_ms);
   if (gq == 64) {  // FP8 (e4m3 rows, e2m1 folded into e4m3 tables), the same groups; the w2 rows'
     // quantisation is timed, x's is not (as moe_permute_f16 for the others)
     auto* x8 = static_cast<uint8_t*>(fbuf(R * d)), *a8 = static_cast<uint8_t*>(fbuf(R * I));
     float *xs = static_cast<float*>(fbuf(R * d / 128 * 4)), *as = static_cast<float*>(fbuf(R * I / 128 * 4));
     OK(dc::moe_rows_fp8(x, int64_t(R), 1, d, nullptr, x8, xs, int64_t(R), g_stream));
-    auto fp8_ms = [&](const Groups& g13s, const Groups& g2s, bool tiled) {
+    auto fp8_ms = [&](const Groups& g13s, const Groups& g2s, dc::Mxfp4Layout layout) {
       return time_graph(std::max(sets, 20), [&](int i) {
-        OK(dc::mxfp4_experts_w13_swiglu_fp8(g13s[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, tiled, g_stream));
+        OK(dc::mxfp4_experts_w13_swiglu_fp8(g13s[i % sets], nq, mq, x8, xs, int64_t(R), I, d, 10.f, ap, layout,
+                                            g_stream));
         OK(dc::moe_rows_fp8(ap, int64_t(R), 1, I, nullptr, a8, as, int64_t(R), g_stream));
-        OK(dc::mxfp4_experts_w2_fp8(g2s[i % sets], nq, mq, a8, as, int64_t(R), d, I, tiled, g_stream));
+        OK(dc::mxfp4_experts_w2_fp8(g2s[i % sets], nq, mq, a8, as, int64_t(R), d, I, layout, g_stream));
       });
     };
-    const double f8_ms = fp8_ms(q13, q2, false);
+    const double f8_ms = fp8_ms(q13, q2, dc::Mxfp4Layout::rows);
     report_vs("moe_fp8", f8_ms, "moe_wgmma", wg_ms);
     // The same with the weights in 64-row tiles (mxfp4_tile64): whole 4 KB runs per block and chunk.
     std::vector<dc::ExpertPtrs> tx(ex.size());
@@ -482,10 +486,11 @@ void bench_moe_paths(int E, int m) {
     Groups t13, t2;
     groups(gq, t13, t2);
     std::swap(ex, tx);
-    report_vs("moe_fp8_tiled", fp8_ms(t13, t2, true), "moe_fp8", f8_ms);
-    report_vs("moe_wgmma_tiled", wgmma_ms(t13, t2, mq, true), "moe_wgmma", wg_ms);  // f16 on the same tiles
+    report_vs("moe_fp8_tiled", fp8_ms(t13, t2, dc::Mxfp4Layout::tiles64), "moe_fp8", f8_ms);
+    // f16 on the same tiles
+    report_vs("moe_wgmma_tiled", wgmma_ms(t13, t2, mq, dc::Mxfp4Layout::tiles64), "moe_wgmma", wg_ms);
     // The same 64-row groups in the 128-row launch: one block per SM, a deeper ring.
-    report_vs("moe_wgmma_ring128", wgmma_ms(q13, q2, 128, false), "moe_wgmma", wg_ms);
+    report_vs("moe_wgmma_ring128", wgmma_ms(q13, q2, 128, dc::Mxfp4Layout::rows), "moe_wgmma", wg_ms);
   }
   for (void* p : owned) CK(cudaFree(p));
 }

@@ -270,9 +270,9 @@ struct Step {
                                a.slot_pos, a.g13, a.g2, s(-1)));
     DI_OK(dc::moe_permute(a.h, B, kTopK, kD, a.slot_pos, a.xp, s(-1)));
     c.mark("moe_permute");
-    DI_OK(dc::mxfp4_linear_grouped(a.g13, 2 * a.G, mm, kInter, kD, false, s(-1)));
+    DI_OK(dc::mxfp4_linear_grouped(a.g13, 2 * a.G, mm, kInter, kD, dc::Mxfp4Layout::rows, s(-1)));
     DI_OK(dc::swiglu(a.gp, a.up, kInter, R, kInter, kSwigluLimit, a.ap, s(-1)));
-    DI_OK(dc::mxfp4_linear_grouped(a.g2, a.G, mm, kD, kInter, false, s(-1)));
+    DI_OK(dc::mxfp4_linear_grouped(a.g2, a.G, mm, kD, kInter, dc::Mxfp4Layout::rows, s(-1)));
     c.mark("experts");
     c.st.join(1);
     DI_OK(dc::moe_combine(a.yp, a.slot_pos, a.wts, a.sy, B, kTopK, kD, a.f, s(-1)));

@@ -473,9 +473,10 @@ TEST(CudaLayerOps, MoeSublayerMatchesCpu) {
         << dc::last_error();
     // scales 121..124 (mxfp4_weight): foldable, so the fast kernel
     ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(g13w.as<dc::Mxfp4Group>(), Gg, mg, x16.as<uint16_t>(), I, d, 10.f,
-                                                   a16.as<uint16_t>(), true))
+                                                   a16.as<uint16_t>(), dc::Mxfp4Scales::foldable))
         << dc::last_error();
-    ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(g2w.as<dc::Mxfp4Group>(), Gg, mg, a16.as<uint16_t>(), d, I, true))
+    ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(g2w.as<dc::Mxfp4Group>(), Gg, mg, a16.as<uint16_t>(), d, I,
+                                           dc::Mxfp4Scales::foldable))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_combine(ypg.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
                                 outg.as<float>()));
@@ -583,9 +584,10 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(dh2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I))
       << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(df13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
-                                                 a16.as<uint16_t>(), true))
+                                                 a16.as<uint16_t>(), dc::Mxfp4Scales::foldable))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(df2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, true))
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(df2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I,
+                                         dc::Mxfp4Scales::foldable))
       << dc::last_error();
   // Which experts have foldable scales (w1, w3 [I, d], w2 [d, I]): all but expert 1.
   for (size_t e = 0; e < rows.size(); ++e) {
@@ -636,22 +638,29 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
   Dev dv13(v13.data(), v13.size() * sizeof(v13[0])), dv2(v2.data(), v2.size() * sizeof(v2[0]));
   Dev du13(u13.data(), u13.size() * sizeof(u13[0])), du2(u2.data(), u2.size() * sizeof(u2[0]));
   Dev do13(o13.data(), o13.size() * sizeof(o13[0])), do2(o2.data(), o2.size() * sizeof(o2[0]));
-  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d, true)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm13.as<dc::Mxfp4Group>(), 2 * nn, 16, I, d, dc::Mxfp4Layout::tiles64))
+      << dc::last_error();
   ASSERT_TRUE(dc::swiglu(gp.as<float>(), upm.as<float>(), I, R, I, 10.f, ap.as<float>()));
-  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm2.as<dc::Mxfp4Group>(), nn, 16, d, I, true)) << dc::last_error();
+  ASSERT_TRUE(dc::mxfp4_linear_grouped(dm2.as<dc::Mxfp4Group>(), nn, 16, d, I, dc::Mxfp4Layout::tiles64))
+      << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu(dv13.as<dc::Mxfp4Group>(), nw, 64, x16.as<uint16_t>(), I, d, 10.f,
-                                           a16.as<uint16_t>(), true))
+                                           a16.as<uint16_t>(), dc::Mxfp4Layout::tiles64))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2(dv2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I, true)) << dc::last_error();
+  ASSERT_TRUE(
+      dc::mxfp4_experts_w2(dv2.as<dc::Mxfp4Group>(), nw, 64, a16.as<uint16_t>(), d, I, dc::Mxfp4Layout::tiles64))
+      << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(du13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
-                                                 a16.as<uint16_t>(), false, true))
+                                                 a16.as<uint16_t>(), dc::Mxfp4Scales::any, dc::Mxfp4Layout::tiles64))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(du2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, false, true))
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(du2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I,
+                                         dc::Mxfp4Scales::any, dc::Mxfp4Layout::tiles64))
       << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_wgmma(do13.as<dc::Mxfp4Group>(), nq, 128, x16.as<uint16_t>(), I, d, 10.f,
-                                                 a16.as<uint16_t>(), true, true))
+                                                 a16.as<uint16_t>(), dc::Mxfp4Scales::foldable,
+                                                 dc::Mxfp4Layout::tiles64))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(do2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I, true, true))
+  ASSERT_TRUE(dc::mxfp4_experts_w2_wgmma(do2.as<dc::Mxfp4Group>(), nq, 128, a16.as<uint16_t>(), d, I,
+                                         dc::Mxfp4Scales::foldable, dc::Mxfp4Layout::tiles64))
       << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const std::pair<Dev*, Dev*> same[] = {{&tn, &yn}, {&tw, &yw}, {&tq, &yg}, {&tf, &yf}};
@@ -792,11 +801,11 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
     }
     Dev dt13(t13.data(), t13.size() * sizeof(t13[0])), dt2(t2.data(), t2.size() * sizeof(t2[0]));
     ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dt13.as<dc::Mxfp4Group>(), G, 64, x8.as<uint8_t>(), xs.as<float>(), R,
-                                                 I, d, 10.f, at32.as<float>(), true))
+                                                 I, d, 10.f, at32.as<float>(), dc::Mxfp4Layout::tiles64))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_rows_fp8(at32.as<float>(), R, 1, I, nullptr, at8.as<uint8_t>(), ats.as<float>(), R));
     ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dt2.as<dc::Mxfp4Group>(), G, 64, at8.as<uint8_t>(), ats.as<float>(), R, d, I,
-                                         true))
+                                         dc::Mxfp4Layout::tiles64))
         << dc::last_error();
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     EXPECT_EQ(first_bit_mismatch(download<float>(yt, R * d), gy), -1) << "tiled weights: other bits";

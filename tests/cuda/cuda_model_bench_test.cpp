@@ -34,9 +34,13 @@ TEST(CudaModelBench, RopeTablesBlendYarnOnlyOnCompressedLayers) {
   for (int i = 0; i < 32; ++i) {
     EXPECT_NEAR(swa[i], std::pow(10000.0, -2.0 * i / 64), 1e-6 * std::fabs(swa[i]) + 1e-12) << i;
     const double f = std::pow(160000.0, -2.0 * i / 64);
-    if (i <= 15) EXPECT_NEAR(cmp[i], f, 1e-6 * f) << "pair " << i << " must be unchanged (low = 15)";
-    if (i >= 25) EXPECT_NEAR(cmp[i], f / 16, 1e-6 * f) << "pair " << i << " must be divided by 16 (high = 25)";
-    if (i > 15 && i < 25) EXPECT_TRUE(cmp[i] < f && cmp[i] > f / 16) << "pair " << i << " is blended";
+    if (i <= 15) {
+      EXPECT_NEAR(cmp[i], f, 1e-6 * f) << "pair " << i << " must be unchanged (low = 15)";
+    } else if (i >= 25) {
+      EXPECT_NEAR(cmp[i], f / 16, 1e-6 * f) << "pair " << i << " must be divided by 16 (high = 25)";
+    } else {
+      EXPECT_TRUE(cmp[i] < f && cmp[i] > f / 16) << "pair " << i << " is blended";
+    }
   }
 }
 

@@ -214,12 +214,18 @@ struct Mxfp4Group {
   int32_t m = 0;             // rows of this group (0..64; 0..128 for the wgmma kernels)
   int32_t row0 = 0;          // first row in the permuted row buffers (the wide kernels' x16 / a16)
 };
-/// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K). Every MXFP4
-/// expert kernel below takes `tiled`: the weights and scales are mxfp4_tile64 copies (N % 64 == 0),
-/// which stream as whole 4 KB runs (op bench, H200: the FP8 experts 1.2-1.4x faster).
+/// How the groups' weights and scales are stored: as uploaded (rows, the device nibble layout) or
+/// as mxfp4_tile64 copies (N % 64 == 0), which stream as whole 4 KB runs (op bench, H200: the FP8
+/// experts 1.2-1.4x faster). Every MXFP4 expert kernel below takes it. A scoped enum, not a bool:
+/// a stream pointer passed in its place does not compile.
+enum class Mxfp4Layout : uint8_t { rows, tiles64 };
+/// Whether every scale byte of the groups' weights lies in the range the f16 kernels fold into
+/// their tables exactly (mxfp4_scales_foldable): `foldable` selects the faster wgmma kernel.
+enum class Mxfp4Scales : uint8_t { any, foldable };
+/// `groups` is a DEVICE array of n_groups descriptors (all with the same N and K).
 
 bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K,
-                          bool tiled = false, void* stream = nullptr);
+                          Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr);
 
 // ---- MXFP4 experts with many rows per expert ("wide": each group's weights read once) ----
 // Each block owns 256 weight rows of one group and all of its <= 64 rows, K walked in 128-wide
@@ -234,23 +240,25 @@ bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int
 /// g13 as moe_build_groups writes it ([2 * n_groups]: w1 then w3 of each group): writes
 /// a16[row0 + r, :I] = fp16(swiglu_clamped(x W1^T, x W3^T, limit)), pair-transposed as x16.
 /// Needs I % 128 == 0, K % 128 == 0.
-bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                              int64_t K, float limit, uint16_t* a16, bool tiled = false, void* stream = nullptr);
+bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I, int64_t K,
+                              float limit, uint16_t* a16, Mxfp4Layout layout = Mxfp4Layout::rows,
+                              void* stream = nullptr);
 /// g2: y[r, :N] (the descriptor's fp32 y) = a16[row0 + r, :K] . W2^T. Needs N % 256 == 0,
 /// K % 128 == 0.
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                      bool tiled = false, void* stream = nullptr);
+                      Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr);
 /// The same two steps on Hopper's warpgroup MMA (mxfp4_wgmma.cu): identical inputs, outputs and
 /// scale handling; groups of up to 128 rows (the wgmma width follows each group's rows), weights
 /// dequantised in registers straight into the MMA's A operand. w13 needs I % 64 == 0, w2
-/// N % 128 == 0; K % 256 == 0. scales_foldable: the caller promises that every scale byte of the
+/// N % 128 == 0; K % 256 == 0. Mxfp4Scales::foldable: the caller promises that every scale byte of the
 /// groups' weights is foldable (mxfp4_scales_foldable), which selects the faster kernel (results
 /// are the same either way; with a false promise they are wrong). sm_90a only.
 bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                                    int64_t K, float limit, uint16_t* a16, bool scales_foldable = false,
-                                    bool tiled = false, void* stream = nullptr);
+                                    int64_t K, float limit, uint16_t* a16, Mxfp4Scales scales = Mxfp4Scales::any,
+                                    Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr);
 bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                            bool scales_foldable = false, bool tiled = false, void* stream = nullptr);
+                            Mxfp4Scales scales = Mxfp4Scales::any, Mxfp4Layout layout = Mxfp4Layout::rows,
+                            void* stream = nullptr);
 /// *foldable (device int, set to 1 by the caller beforehand) is cleared when any of the n E8M0
 /// scale bytes lies outside [106, 132], the range the expert kernels fold into their fp16 tables
 /// exactly.
@@ -264,12 +272,13 @@ bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, v
 /// (row0 of each group), which moe_rows_fp8 (k = 1, no slot_pos) quantises for the w2 step.
 bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
                   int64_t rows_total, void* stream = nullptr);
-/// tiled: the groups' weights and scales are mxfp4_tile64 copies.
+/// layout: as for the kernels above.
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
-                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, bool tiled = false,
-                                  void* stream = nullptr);
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
+                                  Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr);
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
-                          int64_t rows_total, int64_t N, int64_t K, bool tiled = false, void* stream = nullptr);
+                          int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout = Mxfp4Layout::rows,
+                          void* stream = nullptr);
 /// A 64-row tiled copy of an MXFP4 weight [N, K] (device layout, [N, K/2] bytes) and its scales
 /// [N, K/32] into wt, st of the same sizes: per 64 rows and 128 codes of K, the rows' 64 x 64 bytes
 /// contiguous (4 KB), and their 64 x 4 scale bytes (256 B), so a block streams whole 4 KB runs.

@@ -286,19 +286,19 @@ __global__ void moe_permute_f16_kernel(const float* __restrict__ h, int k, int d
 }  // namespace
 
 bool mxfp4_experts_w13_swiglu(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                              int64_t K, float limit, uint16_t* a16, bool tiled, void* stream) {
+                              int64_t K, float limit, uint16_t* a16, Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu", n_groups, max_m, 64, I, 128, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16, tiled,
-                             as_stream(stream));
+  return dispatch_wide<true>(g13, n_groups, max_m, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
+                             layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 bool mxfp4_experts_w2(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                      bool tiled, void* stream) {
+                      Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2", n_groups, max_m, 64, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr, tiled,
-                              as_stream(stream));
+  return dispatch_wide<false>(g2, n_groups, max_m, a16, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+                              layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, uint16_t* x16,

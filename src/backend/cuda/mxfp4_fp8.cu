@@ -293,20 +293,20 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
 }
 
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
-                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32, bool tiled,
-                                  void* stream) {
+                                  int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
+                                  Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32, tiled,
-                      as_stream(stream));
+  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
+                      layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
-                          int64_t rows_total, int64_t N, int64_t K, bool tiled, void* stream) {
+                          int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr, tiled,
-                       as_stream(stream));
+  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+                       layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 }  // namespace deepinfer::cuda

@@ -235,8 +235,9 @@ bool launch_grouped(const Mxfp4Group* groups, int n_groups, int N, int K, bool t
 
 }  // namespace
 
-bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K, bool tiled,
-                          void* stream) {
+bool mxfp4_linear_grouped(const Mxfp4Group* groups, int n_groups, int max_m, int64_t N, int64_t K,
+                          Mxfp4Layout layout, void* stream) {
+  const bool tiled = layout == Mxfp4Layout::tiles64;
   if (N % 32 || K % 128) return fail("mxfp4_linear_grouped: need N % 32 == 0 and K % 128 == 0");
   if (tiled && N % 64) return fail("mxfp4_linear_grouped: tiled weights need N % 64 == 0");
   if (max_m > 64) return fail("mxfp4_linear_grouped: max_m > 64");

@@ -324,20 +324,20 @@ bool launch(bool foldable, int max_m, const Mxfp4Group* groups, int n_groups, co
 }  // namespace
 
 bool mxfp4_experts_w13_swiglu_wgmma(const Mxfp4Group* g13, int n_groups, int max_m, const uint16_t* x16, int64_t I,
-                                    int64_t K, float limit, uint16_t* a16, bool scales_foldable, bool tiled,
-                                    void* stream) {
+                                    int64_t K, float limit, uint16_t* a16, Mxfp4Scales scales,
+                                    Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_wgmma", n_groups, max_m, 128, I, 64, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<true>(scales_foldable, max_m, g13, n_groups, x16, static_cast<int>(I), static_cast<int>(K), limit, a16,
-                      tiled, as_stream(stream));
+  return launch<true>(scales == Mxfp4Scales::foldable, max_m, g13, n_groups, x16, static_cast<int>(I),
+                      static_cast<int>(K), limit, a16, layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 bool mxfp4_experts_w2_wgmma(const Mxfp4Group* g2, int n_groups, int max_m, const uint16_t* a16, int64_t N, int64_t K,
-                            bool scales_foldable, bool tiled, void* stream) {
+                            Mxfp4Scales scales, Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2_wgmma", n_groups, max_m, 128, N, kRows, K, 256)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<false>(scales_foldable, max_m, g2, n_groups, a16, static_cast<int>(N), static_cast<int>(K), 0.f,
-                       nullptr, tiled, as_stream(stream));
+  return launch<false>(scales == Mxfp4Scales::foldable, max_m, g2, n_groups, a16, static_cast<int>(N),
+                       static_cast<int>(K), 0.f, nullptr, layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
 namespace {

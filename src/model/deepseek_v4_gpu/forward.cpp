@@ -406,7 +406,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
                                      gr, sorted ? offsets : nullptr));
-    const bool tiled = L.experts_tiled;
+    const dc::Mxfp4Layout layout = L.experts_tiled ? dc::Mxfp4Layout::tiles64 : dc::Mxfp4Layout::rows;
     // Groups of <= 64 rows on FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3):
     // op bench (H200, tiled weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert.
     const bool fp8 = wg && gr <= 64 && tuning_.moe_fp8 && L.experts_fp8_foldable;
@@ -418,28 +418,29 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(float* as8, buf<float>(kAs8, Rm * I / 128));
       DI_CUDA_TRY(dc::moe_rows_fp8(h, n, k, d, slot_pos, x8, xs8, R, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
-      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, tiled, stream_));
+      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_));
       DI_CUDA_TRY(dc::moe_rows_fp8(a32, R, 1, I, nullptr, a8, as8, R, stream_));
-      DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, tiled, stream_));
+      DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, layout, stream_));
     } else if (wide) {  // fp16 rows, weights read once per 64-row group, SwiGLU fused into w1/w3
       DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
       DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
       DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
       if (wg) {  // warpgroup MMA, groups of up to 128 rows
-        const bool fold = L.experts_foldable && !tuning_.moe_wgmma_exact;
-        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, fold, tiled, stream_));
-        DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, fold, tiled, stream_));
+        const dc::Mxfp4Scales fold =
+            L.experts_foldable && !tuning_.moe_wgmma_exact ? dc::Mxfp4Scales::foldable : dc::Mxfp4Scales::any;
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_wgmma(g13, gn, mm, xp16, I, d, limit, ap16, fold, layout, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w2_wgmma(g2, gn, mm, ap16, d, I, fold, layout, stream_));
       } else {
-        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, tiled, stream_));
-        DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, tiled, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu(g13, gn, mm, xp16, I, d, limit, ap16, layout, stream_));
+        DI_CUDA_TRY(dc::mxfp4_experts_w2(g2, gn, mm, ap16, d, I, layout, stream_));
       }
     } else {
       DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
       DI_TRY(mark("moe: routing, groups, permute"));
-      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, tiled, stream_));
+      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, layout, stream_));
       DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
-      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, tiled, stream_));
+      DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, layout, stream_));
     }
     DI_TRY(mark("moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)"));
     if (t0 == 0) DI_TRY(join(1));
