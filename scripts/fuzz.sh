@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz: tokenizer encode/decode, streaming output parser, the
-# loader: safetensors files and config.json) with
+# loader: safetensors files and config.json; grammar: EBNF, regex, JSON Schema and tool grammars;
+# request: the HTTP routes from body to response) with
 # clang + ASan/UBSan in their own build dir and runs each for a bounded time. Exit status non-zero
 # on any crash, sanitizer report or failed property. Needs clang and libclang-rt-14-dev (libFuzzer),
 # and `npm ci --prefix tests/js` (Unicode 16 tables, as in the normal build).
@@ -11,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_PER_TARGET=${FUZZ_SECONDS:-60}
 BUILD=${FUZZ_BUILD_DIR:-build-fuzz}
-TARGETS=(tokenizer_fuzz output_parser_fuzz loader_fuzz)
+TARGETS=(tokenizer_fuzz output_parser_fuzz loader_fuzz grammar_fuzz request_fuzz)
 
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install -y clang libclang-rt-14-dev)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDI_CUDA=OFF \

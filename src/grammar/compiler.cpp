@@ -8,12 +8,17 @@
 #include "grammar/ebnf_parser.h"
 #include "grammar/pda.h"
 #include "grammar/regex_converter.h"
+#include "grammar/state_classes.h"
 
 namespace deepinfer::grammar {
 namespace {
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int64_t cache_bytes_of(const StateTokenCache& c) {
+  return static_cast<int64_t>((c.accepted_bitset.size() + c.accepted_ids.size() + c.uncertain_ids.size()) * 4);
 }
 
 // Classifies every matchable token for one top-of-stack state by a preorder walk of the vocabulary
@@ -29,8 +34,10 @@ class Classifier {
     flag_.resize(static_cast<size_t>(max_depth) + 2);
   }
 
-  void run(int32_t state, StateTokenCache& out) {
+  /// Classifies `state` into `out`; returns the trie nodes walked (the work done).
+  int64_t run(int32_t state, StateTokenCache& out) {
     pool_.clear();
+    int64_t steps = 0;
     const TokenTrie& t = tok_.trie();
     std::vector<int32_t> accepted;
     std::vector<int32_t>& uncertain = out.uncertain_ids;
@@ -44,6 +51,7 @@ class Classifier {
     int32_t n = t.num_nodes();
     int32_t i = 1;
     while (i < n) {
+      ++steps;
       auto iu = static_cast<size_t>(i);
       auto d = static_cast<size_t>(t.depth[iu]);
       std::vector<Handle>& s = open_[d];
@@ -69,14 +77,15 @@ class Classifier {
       }
       ++i;
     }
-    std::sort(accepted.begin(), accepted.end());
     out.num_accepted = static_cast<int32_t>(accepted.size());
-    if (accepted.size() * 32 > static_cast<size_t>(tok_.vocab_size())) {
+    if (accepted.size() * 32 > static_cast<size_t>(tok_.vocab_size())) {  // a bitset needs no sort
       out.accepted_bitset.assign(static_cast<size_t>(tok_.bitmask_words()), 0);
       for (int32_t id : accepted) out.accepted_bitset[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
     } else {
+      std::sort(accepted.begin(), accepted.end());
       out.accepted_ids = std::move(accepted);
     }
+    return steps;
   }
 
  private:
@@ -128,15 +137,42 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
   cg->stats_.build_ms = ms_since(t0);
 
   auto t1 = std::chrono::steady_clock::now();
-  std::vector<int32_t> todo;
-  for (int32_t s = 0; s < m.num_states; ++s) {
-    if (m.needs_cache[static_cast<size_t>(s)]) todo.push_back(s);
+  // One classification per class of equivalent states (state_classes.h), shared by its members.
+  int32_t depth = 0;
+  for (int32_t d : tokenizer_->trie().depth) depth = std::max(depth, d);
+  std::vector<int32_t> cls(static_cast<size_t>(m.num_states));
+  if (options_.share_equivalent_states) {
+    cls = classification_classes(m, depth + 1);
+  } else {
+    for (int32_t s = 0; s < m.num_states; ++s) cls[static_cast<size_t>(s)] = s;
   }
-  cg->caches_.resize(static_cast<size_t>(m.num_states));
+  std::vector<int32_t> todo, slot_of_class(static_cast<size_t>(m.num_states), -1);
+  cg->cache_of_.assign(static_cast<size_t>(m.num_states), 0);  // 0: the empty cache
+  for (int32_t s = 0; s < m.num_states; ++s) {
+    if (!m.needs_cache[static_cast<size_t>(s)]) continue;
+    int32_t& slot = slot_of_class[static_cast<size_t>(cls[static_cast<size_t>(s)])];
+    if (slot < 0) {
+      slot = static_cast<int32_t>(todo.size()) + 1;
+      todo.push_back(s);
+    }
+    cg->cache_of_[static_cast<size_t>(s)] = slot;
+    ++cg->stats_.num_cached_states;
+  }
+  cg->caches_.resize(todo.size() + 1);
+  // Budgets: each worker adds its states' trie walks and cache bytes; past either, every worker
+  // stops after its current state and the compile fails.
   std::atomic<size_t> next{0};
+  std::atomic<int64_t> steps{0}, cache_bytes{0};
+  std::atomic<bool> over{false};
   auto worker = [&]() {
     Classifier c(m, *tokenizer_, options_.context_expansion ? 1 : 0);
-    for (size_t k = next++; k < todo.size(); k = next++) c.run(todo[k], cg->caches_[static_cast<size_t>(todo[k])]);
+    for (size_t k = next++; k < todo.size() && !over.load(std::memory_order_relaxed); k = next++) {
+      StateTokenCache& cache = cg->caches_[k + 1];
+      const int64_t walked = c.run(todo[k], cache);
+      const int64_t st = steps.fetch_add(walked, std::memory_order_relaxed) + walked;
+      const int64_t by = cache_bytes.fetch_add(cache_bytes_of(cache), std::memory_order_relaxed) + cache_bytes_of(cache);
+      if (st > options_.max_classify_steps || by > options_.max_cache_bytes) over.store(true);
+    }
   };
   int32_t nt = std::clamp(options_.num_threads, 1, 64);
   nt = std::min<int32_t>(nt, static_cast<int32_t>(std::max<size_t>(1, todo.size())));
@@ -145,12 +181,22 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
   worker();
   for (std::thread& th : threads) th.join();
   cg->stats_.classify_ms = ms_since(t1);
-  cg->stats_.num_cached_states = static_cast<int32_t>(todo.size());
-  int64_t bytes = static_cast<int64_t>(m.next.size() * sizeof(int32_t));
+  cg->stats_.classify_steps = steps.load();
+  if (over.load()) {
+    return Status::invalid_argument(
+        "the grammar is too complex to compile for this vocabulary: " + std::to_string(m.num_states) +
+        " automaton states, token classification stopped at its budget (" +
+        std::to_string(options_.max_classify_steps) + " vocabulary-trie steps, " +
+        std::to_string(options_.max_cache_bytes >> 20) +
+        " MiB of token caches); simplify it (a pattern such as .*a.{12} needs an automaton state per "
+        "combination of positions)");
+  }
+  cg->stats_.num_classified_states = static_cast<int32_t>(todo.size());
+  int64_t bytes = static_cast<int64_t>((m.next.size() + cg->cache_of_.size()) * sizeof(int32_t));
   for (const StateTokenCache& c : cg->caches_) {
     cg->stats_.num_uncertain += static_cast<int64_t>(c.uncertain_ids.size());
     cg->stats_.max_uncertain = std::max<int64_t>(cg->stats_.max_uncertain, static_cast<int64_t>(c.uncertain_ids.size()));
-    bytes += static_cast<int64_t>((c.accepted_bitset.size() + c.accepted_ids.size() + c.uncertain_ids.size()) * 4);
+    bytes += cache_bytes_of(c);
   }
   cg->stats_.cache_bytes = bytes;
 

@@ -43,19 +43,23 @@ struct StateTokenCache {
 struct CompileStats {
   int32_t num_rules = 0;
   int32_t num_states = 0;
-  int32_t num_cached_states = 0;
+  int32_t num_cached_states = 0;   // states that can be a stack top between bytes
+  int32_t num_classified_states = 0;  // one per class of equivalent states (state_classes.h)
   int64_t num_uncertain = 0;       // summed over cached states
   int64_t max_uncertain = 0;       // largest per state
   int64_t cache_bytes = 0;
   double build_ms = 0;             // grammar -> automata
   double classify_ms = 0;          // token classification
+  int64_t classify_steps = 0;      // vocabulary-trie nodes walked by the classification, all states
 };
 
 class CompiledGrammar {
  public:
   const ByteMachine& machine() const { return machine_; }
   const TokenizerInfo& tokenizer() const { return *tokenizer_; }
-  const StateTokenCache& cache(int32_t state) const { return caches_[static_cast<size_t>(state)]; }
+  const StateTokenCache& cache(int32_t state) const {
+    return caches_[static_cast<size_t>(cache_of_[static_cast<size_t>(state)])];
+  }
   const std::string& ebnf() const { return ebnf_; }
   const CompileStats& stats() const { return stats_; }
 
@@ -64,7 +68,8 @@ class CompiledGrammar {
   CompiledGrammar() = default;
   ByteMachine machine_;
   std::shared_ptr<const TokenizerInfo> tokenizer_;
-  std::vector<StateTokenCache> caches_;  // [num_states]; empty for states never on top
+  std::vector<StateTokenCache> caches_;  // [1 + classified states]; [0] empty (states never on top)
+  std::vector<int32_t> cache_of_;        // [num_states]: index into caches_
   std::string ebnf_;
   CompileStats stats_;
 };
@@ -72,7 +77,16 @@ class CompiledGrammar {
 struct CompilerOptions {
   int32_t num_threads = 2;               // classification workers
   bool context_expansion = true;         // reject tokens that fail after the rule in every context
-  int32_t max_states = 1 << 19;          // automaton size limit per grammar
+  int32_t max_states = 1 << 18;          // automaton size limit per grammar (1 KB of transitions each)
+  /// Classify one state per class of equivalent states (state_classes.h); off only to test it.
+  bool share_equivalent_states = true;
+  /// Token classification budget per grammar, in vocabulary-trie nodes walked over all classified
+  /// states (about 10 ns a node with 2 workers; the 17 schemas of tests/data/grammar walk at most
+  /// 25M at DeepSeek's 129k vocabulary). Past it, or past max_cache_bytes of token caches, the
+  /// compile fails with kInvalidArgument, so a pathological pattern (`.*a.{12}`: 100k states, each
+  /// its own class) costs about 2 s and a bounded amount of memory, not minutes and gigabytes.
+  int64_t max_classify_steps = int64_t{256} << 20;
+  int64_t max_cache_bytes = int64_t{256} << 20;
   size_t max_cache_entries = 256;        // compiled grammars kept (least recently used evicted)
 };
 
