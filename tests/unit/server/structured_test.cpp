@@ -2,6 +2,8 @@
 // compile errors that come back as invalid-argument (HTTP 400) with the reason.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "server/openai_types.h"
 #include "server/structured.h"
 #include "grammar/matcher.h"
@@ -142,6 +144,24 @@ TEST(ConstraintCompiler, InvalidConstraintsNameTheProblem) {
   EXPECT_FALSE(cc.compile({Kind::kRegex, "(a"}).is_ok());
   EXPECT_FALSE(cc.compile({Kind::kEbnf, "root ::= undefined_rule"}).is_ok());
   EXPECT_FALSE(cc.compile({Kind::kJsonSchema, "not json"}).is_ok());
+}
+
+// At the 129k vocabulary: a long bounded string compiles (its positions share one classification);
+// an exponential automaton is refused by the compile budget as a 400, in seconds, not minutes.
+TEST(ConstraintCompiler, LongStringsCompileAndExponentialPatternsAreRefused) {
+  auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tokenizer/tokenizer.json");
+  ASSERT_TRUE(tok.is_ok());
+  ConstraintCompiler cc(**tok, *(*tok)->added_token_id(tokenizer::tokens::kEos));
+  auto s = cc.compile({Kind::kJsonSchema, R"({"type": "object", "properties": {"note": {"type": "string",
+    "maxLength": 2000}}, "required": ["note"]})"});
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_LT((*s)->stats().num_classified_states, (*s)->stats().num_cached_states / 10);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto bad = cc.compile({Kind::kRegex, ".*a.{12}"});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("too complex"), std::string_view::npos) << bad.status().to_string();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the budget bounds the time";
 }
 
 const char* kOneTool = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
