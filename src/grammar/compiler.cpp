@@ -125,7 +125,34 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
       ++hits_;
       return it->second.first;
     }
+    // A grammar that failed (over a budget) fails the same way again: answer at once.
+    for (const auto& [k, status] : failed_) {
+      if (k == key) {
+        ++hits_;
+        return status;
+      }
+    }
   }
+  auto built = build(g, std::move(ebnf));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!built.is_ok()) {
+    failed_.emplace_back(key, built.status());
+    if (failed_.size() > kFailedKept) failed_.pop_front();
+    return built.status();
+  }
+  std::shared_ptr<const CompiledGrammar> result = std::move(built).value();
+  cache_[key] = {result, ++clock_};
+  while (cache_.size() > std::max<size_t>(1, options_.max_cache_entries)) {
+    auto oldest = cache_.begin();
+    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
+      if (it->second.second < oldest->second.second) oldest = it;
+    }
+    cache_.erase(oldest);
+  }
+  return result;
+}
+
+Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::build(const Grammar& g, std::string ebnf) const {
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<CompiledGrammar> cg(new CompiledGrammar());
   DI_ASSIGN_OR_RETURN(cg->machine_, build_byte_machine(g, options_.max_states, tokenizer_.get()));
@@ -199,18 +226,7 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile(const Gr
     bytes += cache_bytes_of(c);
   }
   cg->stats_.cache_bytes = bytes;
-
-  std::shared_ptr<const CompiledGrammar> result = cg;
-  std::lock_guard<std::mutex> lock(mu_);
-  cache_[key] = {result, ++clock_};
-  while (cache_.size() > std::max<size_t>(1, options_.max_cache_entries)) {
-    auto oldest = cache_.begin();
-    for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-      if (it->second.second < oldest->second.second) oldest = it;
-    }
-    cache_.erase(oldest);
-  }
-  return result;
+  return std::shared_ptr<const CompiledGrammar>(std::move(cg));
 }
 
 Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::compile_ebnf(std::string_view ebnf, std::string_view root) {

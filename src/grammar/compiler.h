@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -104,13 +105,19 @@ class GrammarCompiler {
 
   const TokenizerInfo& tokenizer() const { return *tokenizer_; }
   size_t cache_size() const;
+  /// Compiles answered from the cache: a compiled grammar, or a remembered build failure.
   int64_t cache_hits() const;
 
  private:
   std::shared_ptr<const TokenizerInfo> tokenizer_;
   CompilerOptions options_;
   mutable std::mutex mu_;
+  /// Builds the automata and the token caches (no cache lookup).
+  Result<std::shared_ptr<const CompiledGrammar>> build(const Grammar& g, std::string ebnf) const;
+
+  static constexpr size_t kFailedKept = 16;
   std::map<std::string, std::pair<std::shared_ptr<const CompiledGrammar>, uint64_t>> cache_;  // -> (grammar, last use)
+  std::deque<std::pair<std::string, Status>> failed_;  // the last kFailedKept keys that failed to build
   uint64_t clock_ = 0;
   int64_t hits_ = 0;
 };

@@ -183,7 +183,12 @@ TEST(GrammarCompileBudget, OverBudgetIsAClearError) {
   auto over_bytes = small_cache.compile(*g);
   ASSERT_FALSE(over_bytes.is_ok());
   EXPECT_EQ(over_bytes.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(tight.cache_size(), 0u) << "a failed compile is not cached";
+  EXPECT_EQ(tight.cache_size(), 0u) << "a failed compile is not a compiled grammar";
+  const int64_t hits = tight.cache_hits();
+  auto again = tight.compile(*g);
+  ASSERT_FALSE(again.is_ok());
+  EXPECT_EQ(again.status().message(), over.status().message());
+  EXPECT_EQ(tight.cache_hits(), hits + 1) << "the failure is remembered, not rebuilt";
 }
 
 }  // namespace
