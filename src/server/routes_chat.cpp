@@ -9,7 +9,7 @@
 // thinking mode the reasoning stays free and the calls follow </think>. A forced tool call cannot
 // be combined with response_format / guided_* constraints (400): both would constrain the same
 // output, and OpenAI's required call has no text answer to format.
-#include "server/choice_output.h"
+#include "server/choice_run.h"
 #include "server/routes.h"
 #include "server/sse.h"
 #include "tokenizer/chat_encoding.h"
@@ -18,30 +18,16 @@ namespace deepinfer::server {
 
 namespace {
 
-struct ChatRun {
-  ChatRun(ServerContext& c) : ctx(c) {}
-  ServerContext& ctx;
-  std::unique_ptr<Generation> gen;
-  std::string id;
-  int64_t created = 0;
-  bool logprobs = false;
+struct ChatRun final : ChoiceRun {
+  explicit ChatRun(ServerContext& c) : ChoiceRun(c) {}
   bool return_token_ids = false;
-  bool include_usage = false;
-  bool continuous_usage = false;
   bool thinking = false;
-  std::vector<ChoiceOutput> outs;
-  std::vector<std::string> finish;          // "" while running
-  std::vector<std::optional<std::string>> stop_reason;
-  std::vector<Json> logprob_content;        // non-streaming: accumulated per choice
-  int64_t cached = 0;
+  std::vector<Json> logprob_content;  // non-streaming: accumulated per choice
 
-  Json usage() const {
-    int64_t completion = 0, reasoning = 0;
-    for (const ChoiceOutput& o : outs) {
-      completion += o.num_tokens();
-      reasoning += o.reasoning_tokens();
-    }
-    return usage_json(gen->prompt_tokens(0), completion, cached, thinking ? reasoning : -1);
+  Json usage() const override {
+    int64_t reasoning = 0;
+    for (const ChoiceOutput& o : outs) reasoning += o.reasoning_tokens();
+    return usage_json(gen->prompt_tokens(0), completion_tokens(), cached[0], thinking ? reasoning : -1);
   }
 
   Json logprobs_json(const std::vector<SampledToken>& toks) const {
@@ -65,56 +51,9 @@ struct ChatRun {
     return "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(choice) + "_" + std::to_string(index);
   }
 
-  void set_finish(int c, const std::string& engine_reason) {
-    if (!finish[c].empty()) return;
+  std::string api_reason(int c, const std::string& engine_reason) const override {
     std::string r = api_finish_reason(engine_reason);
-    if (r == "stop" && outs[c].has_tool_calls()) r = "tool_calls";
-    finish[c] = r;
-  }
-
-  /// Applies one event; `d` receives what became final for that choice. False on an engine error.
-  bool apply(ChoiceEvent& ce, ChoiceDelta& d, Status& error) {
-    const int c = ce.choice;
-    StreamEvent& ev = ce.event;
-    switch (ev.kind) {
-      case StreamEvent::Kind::kError:
-        error = ev.error.is_ok() ? Status::internal("the engine failed the request") : ev.error;
-        return false;
-      case StreamEvent::Kind::kTokens: {
-        d = outs[c].push(ev.tokens);
-        if (outs[c].stopped_by_string()) {
-          merge(d, outs[c].finish());
-          stop_reason[c] = outs[c].matched_stop();
-          set_finish(c, "stop");
-          gen->finish_choice(c);
-        }
-        return true;
-      }
-      case StreamEvent::Kind::kFinished:
-        cached = std::max(cached, ev.cached_prompt_tokens);
-        merge(d, outs[c].finish());
-        if (ev.stop_string) stop_reason[c] = ev.stop_string;
-        set_finish(c, ev.finish_reason);
-        return true;
-    }
-    return true;
-  }
-
-  static void merge(ChoiceDelta& d, ChoiceDelta more) {
-    d.message.reasoning_content += more.message.reasoning_content;
-    d.message.content += more.message.content;
-    for (auto& tc : more.message.tool_calls) d.message.tool_calls.push_back(std::move(tc));
-  }
-
-  /// Choices that never got kFinished (the stream closed early).
-  void finish_open_choices(std::vector<int>* newly) {
-    for (size_t c = 0; c < outs.size(); ++c) {
-      if (finish[c].empty()) {
-        outs[c].finish();
-        set_finish(static_cast<int>(c), "cancelled");
-        if (newly) newly->push_back(static_cast<int>(c));
-      }
-    }
+    return r == "stop" && outs[c].has_tool_calls() ? "tool_calls" : r;
   }
 
   Json delta_json(int c, const ChoiceDelta& d) const {
@@ -149,12 +88,7 @@ struct ChatRun {
   }
 
   Json chunk(Json choices) const {
-    Json j;
-    j["id"] = id;
-    j["object"] = "chat.completion.chunk";
-    j["created"] = created;
-    j["model"] = ctx.model_name;
-    j["choices"] = std::move(choices);
+    Json j = frame("chat.completion.chunk", std::move(choices));
     if (include_usage) j["usage"] = continuous_usage ? usage() : Json();
     return j;
   }
@@ -198,12 +132,7 @@ struct ChatRun {
       if (return_token_ids || !ctx.tok) ch["token_ids"] = outs[c].token_ids();
       choices.push_back(std::move(ch));
     }
-    Json j;
-    j["id"] = id;
-    j["object"] = "chat.completion";
-    j["created"] = created;
-    j["model"] = ctx.model_name;
-    j["choices"] = std::move(choices);
+    Json j = frame("chat.completion", std::move(choices));
     j["usage"] = usage();
     return j;
   }
@@ -234,61 +163,26 @@ void run_stream(std::shared_ptr<ChatRun> run, ChunkSink& sink) {
     Json role = {{"role", "assistant"}, {"content", ""}};
     if (!write(run->chunk(Json::array({run->choice_chunk(c, role, nullptr, false)})))) return run->gen->cancel();
   }
-  Status error;
-  while (!run->gen->done()) {
-    auto ce = run->gen->next(run->ctx.cfg.heartbeat);
-    if (!ce) {
-      if (!run->gen->done() && !sink.write(sse_comment("keep-alive"))) return run->gen->cancel();
-      continue;
-    }
-    ChoiceDelta d;
-    const int c = ce->choice;
-    const bool was_finished = !run->finish[c].empty();
-    if (!run->apply(*ce, d, error)) break;
-    const bool now_finished = !was_finished && !run->finish[c].empty();
+  auto error = stream_events(*run, sink, [&](int c, ChoiceDelta& d, bool now_finished) {
     Json delta = run->delta_json(c, d);
-    if (delta.empty() && !now_finished && !(run->logprobs && !d.tokens.empty())) continue;
-    if (!write(run->chunk(Json::array({run->choice_chunk(c, std::move(delta), &d.tokens, now_finished)})))) {
-      return run->gen->cancel();
-    }
-  }
-  if (!error.is_ok()) {
-    run->gen->cancel();
-    ApiError e = api_error_from_status(error);
-    Json err = Json::parse(api_error_body(e));
-    write(err);
-    sink.write(sse_done());
-    return;
-  }
-  std::vector<int> late;
-  run->finish_open_choices(&late);
-  for (int c : late) {
-    if (!write(run->chunk(Json::array({run->choice_chunk(c, Json::object(), nullptr, true)})))) return;
-  }
-  int64_t completion = 0;
-  for (const auto& o : run->outs) completion += o.num_tokens();
-  run->gen->record_end(completion);
-  if (run->include_usage) {
-    Json last = run->chunk(Json::array());
-    last["usage"] = run->usage();
-    if (!write(last)) return;
-  }
-  sink.write(sse_done());
+    if (delta.empty() && !now_finished && !(run->logprobs && !d.tokens.empty())) return true;
+    return write(run->chunk(Json::array({run->choice_chunk(c, std::move(delta), &d.tokens, now_finished)})));
+  });
+  if (!error) return;
+  end_stream(
+      *run, sink, *error, write,
+      [&](int c) { return run->chunk(Json::array({run->choice_chunk(c, Json::object(), nullptr, true)})); },
+      [&](Json choices) { return run->chunk(std::move(choices)); });
 }
 
 }  // namespace
 
 HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   const auto arrival = Clock::now();
-  HttpResponse refused;
-  if (refuse_when_draining(ctx, refused)) return refused;
-  auto body = parse_json_body(http.body);
-  if (!body.is_ok()) return status_response(body.status());
-  ParseError perr;
-  auto parsed = parse_chat_request(*body, ctx.cfg.limits, &perr);
-  if (!parsed.is_ok()) return status_response(parsed.status(), &perr);
-  ChatRequest& req = *parsed;
-  if (Status s = check_common(ctx, req); !s.is_ok()) return status_response(s);
+  Json body;
+  ChatRequest req;
+  if (auto early = open_request(ctx, http, &parse_chat_request, body, req)) return *early;
+  ParseError perr;  // names the field of a later error
   if (!ctx.tok) {
     return status_response(Status::invalid_argument(
         "messages need a tokenizer; this model folder has no tokenizer.json, so only /v1/completions with token-id prompts is served"));
@@ -344,8 +238,8 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
     ToolCallConstraint tc;
     tc.tools = req.tools;
     if (req.tool_choice == ToolChoice::kNamed) tc.named = req.tool_choice_name;
-    auto ptc = body->find("parallel_tool_calls");
-    if (ptc != body->end() && !ptc->is_null()) {
+    auto ptc = body.find("parallel_tool_calls");
+    if (ptc != body.end() && !ptc->is_null()) {
       if (!ptc->is_boolean()) {
         perr.param = "parallel_tool_calls";
         return status_response(Status::invalid_argument("'parallel_tool_calls' must be a boolean"), &perr);
@@ -375,40 +269,17 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   auto gen = Generation::start(ctx, std::move(reqs), arrival);
   if (!gen.is_ok()) return status_response(gen.status());
   run->gen = std::move(gen).value();
-  for (int c = 0; c < n; ++c) run->outs.emplace_back(co);
-  run->finish.assign(n, "");
-  run->stop_reason.assign(n, std::nullopt);
+  run->init_choices(n, 1, co);
   run->logprob_content.assign(n, Json::array());
 
-  if (req.stream) {
-    HttpResponse r;
-    r.content_type = kSseContentType;
-    r.headers.push_back({"Cache-Control", "no-cache"});
-    r.stream = [run](ChunkSink& sink) { run_stream(run, sink); };
-    return r;
-  }
-  auto error = std::make_shared<Status>();
-  auto pump = [run, error](std::chrono::milliseconds wait) {
-    if (run->gen->done()) return true;
-    auto ce = run->gen->next(wait);
-    if (!ce) return run->gen->done();
-    ChoiceDelta d;
-    const int c = ce->choice;
-    if (!run->apply(*ce, d, *error)) return true;
-    if (run->logprobs) {
-      for (auto& e : run->logprobs_json(d.tokens)) run->logprob_content[c].push_back(std::move(e));
-    }
-    return run->gen->done();
-  };
-  auto build = [run, error]() -> HttpResponse {
-    if (!error->is_ok()) return status_response(*error);
-    run->finish_open_choices(nullptr);
-    int64_t completion = 0;
-    for (const auto& o : run->outs) completion += o.num_tokens();
-    run->gen->record_end(completion);
-    return json_response(run->response());
-  };
-  return await_response(ctx, std::move(pump), std::move(build));
+  if (req.stream) return sse_response([run](ChunkSink& sink) { run_stream(run, sink); });
+  return respond_when_done(
+      ctx, run,
+      [run](int c, ChoiceDelta& d) {
+        if (!run->logprobs) return;
+        for (auto& e : run->logprobs_json(d.tokens)) run->logprob_content[c].push_back(std::move(e));
+      },
+      [run] { return run->response(); });
 }
 
 }  // namespace deepinfer::server

@@ -3,7 +3,7 @@
 // logprobs (OpenAI's completions shape), streaming over SSE. Text prompts are encoded in
 // SpecialTokenMode::kText. Without a tokenizer only token-id prompts are served and the
 // generated ids come back in choices[i].token_ids (vLLM's --skip-tokenizer-init behaviour).
-#include "server/choice_output.h"
+#include "server/choice_run.h"
 #include "server/routes.h"
 #include "server/sse.h"
 
@@ -11,32 +11,22 @@ namespace deepinfer::server {
 
 namespace {
 
-struct CompletionRun {
-  explicit CompletionRun(ServerContext& c) : ctx(c) {}
-  ServerContext& ctx;
-  std::unique_ptr<Generation> gen;
-  std::string id;
-  int64_t created = 0;
-  bool logprobs = false;
+struct CompletionRun final : ChoiceRun {
+  explicit CompletionRun(ServerContext& c) : ChoiceRun(c) {}
   bool token_ids = false;
-  bool include_usage = false;
-  bool continuous_usage = false;
   std::vector<std::string> echo;  // per prompt ("" when not echoing)
-  std::vector<ChoiceOutput> outs;
   std::vector<std::string> text;  // non-streaming: accumulated per choice
-  std::vector<std::string> finish;
-  std::vector<std::optional<std::string>> stop_reason;
   std::vector<Json> lp;            // non-streaming: per choice {tokens, token_logprobs, top_logprobs, text_offset}
   std::vector<int64_t> offset;     // text_offset bookkeeping per choice
-  std::vector<int64_t> cached;     // per prompt
 
-  Json usage() const {
-    int64_t prompt = 0, completion = 0, hit = 0;
+  Json usage() const override {
+    int64_t prompt = 0, hit = 0;
     for (int p = 0; p * gen->n() < gen->num_choices(); ++p) prompt += gen->prompt_tokens(p * gen->n());
-    for (const auto& o : outs) completion += o.num_tokens();
     for (int64_t c : cached) hit += c;
-    return usage_json(prompt, completion, hit);
+    return usage_json(prompt, completion_tokens(), hit);
   }
+
+  void on_cancelled_tail(int c, ChoiceDelta tail) override { text[c] += tail.text; }
 
   static Json empty_logprobs() {
     return {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
@@ -56,46 +46,6 @@ struct CompletionRun {
     }
   }
 
-  void set_finish(int c, const std::string& reason) {
-    if (finish[c].empty()) finish[c] = api_finish_reason(reason);
-  }
-
-  bool apply(ChoiceEvent& ce, ChoiceDelta& d, Status& error) {
-    const int c = ce.choice;
-    StreamEvent& ev = ce.event;
-    switch (ev.kind) {
-      case StreamEvent::Kind::kError:
-        error = ev.error.is_ok() ? Status::internal("the engine failed the request") : ev.error;
-        return false;
-      case StreamEvent::Kind::kTokens:
-        d = outs[c].push(ev.tokens);
-        if (outs[c].stopped_by_string()) {
-          d.text += outs[c].finish().text;
-          stop_reason[c] = outs[c].matched_stop();
-          set_finish(c, "stop");
-          gen->finish_choice(c);
-        }
-        return true;
-      case StreamEvent::Kind::kFinished:
-        cached[c / gen->n()] = std::max(cached[c / gen->n()], ev.cached_prompt_tokens);
-        d.text += outs[c].finish().text;
-        if (ev.stop_string) stop_reason[c] = ev.stop_string;
-        set_finish(c, ev.finish_reason);
-        return true;
-    }
-    return true;
-  }
-
-  void finish_open_choices(std::vector<int>* newly) {
-    for (size_t c = 0; c < outs.size(); ++c) {
-      if (finish[c].empty()) {
-        text[c] += outs[c].finish().text;
-        set_finish(static_cast<int>(c), "cancelled");
-        if (newly) newly->push_back(static_cast<int>(c));
-      }
-    }
-  }
-
   Json choice(int c, const std::string& t, Json logprobs_obj, const std::vector<int32_t>* ids, bool with_finish) const {
     Json ch;
     ch["index"] = c;
@@ -107,15 +57,7 @@ struct CompletionRun {
     return ch;
   }
 
-  Json envelope(Json choices) const {
-    Json j;
-    j["id"] = id;
-    j["object"] = "text_completion";
-    j["created"] = created;
-    j["model"] = ctx.model_name;
-    j["choices"] = std::move(choices);
-    return j;
-  }
+  Json envelope(Json choices) const { return frame("text_completion", std::move(choices)); }
 };
 
 void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
@@ -130,19 +72,8 @@ void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
       return run->gen->cancel();
     }
   }
-  Status error;
-  while (!run->gen->done()) {
-    auto ce = run->gen->next(run->ctx.cfg.heartbeat);
-    if (!ce) {
-      if (!run->gen->done() && !sink.write(sse_comment("keep-alive"))) return run->gen->cancel();
-      continue;
-    }
-    ChoiceDelta d;
-    const int c = ce->choice;
-    const bool was_finished = !run->finish[c].empty();
-    if (!run->apply(*ce, d, error)) break;
-    const bool now_finished = !was_finished && !run->finish[c].empty();
-    if (d.text.empty() && !now_finished && !((run->logprobs || run->token_ids) && !d.tokens.empty())) continue;
+  auto error = stream_events(*run, sink, [&](int c, ChoiceDelta& d, bool now_finished) {
+    if (d.text.empty() && !now_finished && !((run->logprobs || run->token_ids) && !d.tokens.empty())) return true;
     Json lp;
     if (run->logprobs) {
       lp = CompletionRun::empty_logprobs();
@@ -150,45 +81,23 @@ void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
     }
     std::vector<int32_t> ids;
     for (const auto& t : d.tokens) ids.push_back(t.id);
-    if (!write(run->envelope(Json::array({run->choice(c, d.text, std::move(lp), run->token_ids ? &ids : nullptr, now_finished)})))) {
-      return run->gen->cancel();
-    }
-  }
-  if (!error.is_ok()) {
-    run->gen->cancel();
-    sink.write(sse_data(api_error_body(api_error_from_status(error))));
-    sink.write(sse_done());
-    return;
-  }
-  std::vector<int> late;
-  run->finish_open_choices(&late);
-  for (int c : late) {
-    if (!write(run->envelope(Json::array({run->choice(c, "", Json(), nullptr, true)})))) return;
-  }
-  int64_t completion = 0;
-  for (const auto& o : run->outs) completion += o.num_tokens();
-  run->gen->record_end(completion);
-  if (run->include_usage) {
-    Json last = run->envelope(Json::array());
-    last["usage"] = run->usage();
-    if (!sink.write(sse_data(last.dump(-1, ' ', false, Json::error_handler_t::replace)))) return;
-  }
-  sink.write(sse_done());
+    return write(
+        run->envelope(Json::array({run->choice(c, d.text, std::move(lp), run->token_ids ? &ids : nullptr, now_finished)})));
+  });
+  if (!error) return;
+  end_stream(
+      *run, sink, *error, write,
+      [&](int c) { return run->envelope(Json::array({run->choice(c, "", Json(), nullptr, true)})); },
+      [&](Json choices) { return run->envelope(std::move(choices)); });
 }
 
 }  // namespace
 
 HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
   const auto arrival = Clock::now();
-  HttpResponse refused;
-  if (refuse_when_draining(ctx, refused)) return refused;
-  auto body = parse_json_body(http.body);
-  if (!body.is_ok()) return status_response(body.status());
-  ParseError perr;
-  auto parsed = parse_completion_request(*body, ctx.cfg.limits, &perr);
-  if (!parsed.is_ok()) return status_response(parsed.status(), &perr);
-  CompletionRequest& req = *parsed;
-  if (Status s = check_common(ctx, req); !s.is_ok()) return status_response(s);
+  Json body;
+  CompletionRequest req;
+  if (auto early = open_request(ctx, http, &parse_completion_request, body, req)) return *early;
 
   auto run = std::make_shared<CompletionRun>(ctx);
   run->id = ctx.make_id("cmpl");
@@ -243,51 +152,29 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
   co.include_stop = req.include_stop_str_in_output;
   co.eos_token_id = req.sampling.ignore_eos ? -1 : ctx.engine.model_info().eos_token_id;
   const int nc = run->gen->num_choices();
-  run->outs.reserve(nc);
-  for (int c = 0; c < nc; ++c) run->outs.emplace_back(co);
+  run->init_choices(nc, static_cast<int>(np), co);
   run->text.assign(nc, "");
-  run->finish.assign(nc, "");
-  run->stop_reason.assign(nc, std::nullopt);
   run->lp.assign(nc, CompletionRun::empty_logprobs());
   run->offset.assign(nc, 0);
-  run->cached.assign(np, 0);
   for (int c = 0; c < nc; ++c) run->offset[c] = static_cast<int64_t>(run->echo[c / n].size());
 
-  if (req.stream) {
-    HttpResponse r;
-    r.content_type = kSseContentType;
-    r.headers.push_back({"Cache-Control", "no-cache"});
-    r.stream = [run](ChunkSink& sink) { run_stream(run, sink); };
-    return r;
-  }
-  auto error = std::make_shared<Status>();
-  auto pump = [run, error](std::chrono::milliseconds wait) {
-    if (run->gen->done()) return true;
-    auto ce = run->gen->next(wait);
-    if (!ce) return run->gen->done();
-    ChoiceDelta d;
-    const int c = ce->choice;
-    if (!run->apply(*ce, d, *error)) return true;
-    run->text[c] += d.text;
-    if (run->logprobs) run->add_logprobs(c, d.tokens, run->lp[c]);
-    return run->gen->done();
-  };
-  auto build = [run, error, n, nc]() -> HttpResponse {
-    if (!error->is_ok()) return status_response(*error);
-    run->finish_open_choices(nullptr);
-    int64_t completion = 0;
-    for (const auto& o : run->outs) completion += o.num_tokens();
-    run->gen->record_end(completion);
-    Json choices = Json::array();
-    for (int c = 0; c < nc; ++c) {
-      choices.push_back(run->choice(c, run->echo[c / n] + run->text[c], run->logprobs ? run->lp[c] : Json(),
-                                    run->token_ids ? &run->outs[c].token_ids() : nullptr, true));
-    }
-    Json resp = run->envelope(std::move(choices));
-    resp["usage"] = run->usage();
-    return json_response(resp);
-  };
-  return await_response(ctx, std::move(pump), std::move(build));
+  if (req.stream) return sse_response([run](ChunkSink& sink) { run_stream(run, sink); });
+  return respond_when_done(
+      ctx, run,
+      [run](int c, ChoiceDelta& d) {
+        run->text[c] += d.text;
+        if (run->logprobs) run->add_logprobs(c, d.tokens, run->lp[c]);
+      },
+      [run, n, nc] {
+        Json choices = Json::array();
+        for (int c = 0; c < nc; ++c) {
+          choices.push_back(run->choice(c, run->echo[c / n] + run->text[c], run->logprobs ? run->lp[c] : Json(),
+                                        run->token_ids ? &run->outs[c].token_ids() : nullptr, true));
+        }
+        Json resp = run->envelope(std::move(choices));
+        resp["usage"] = run->usage();
+        return resp;
+      });
 }
 
 }  // namespace deepinfer::server
