@@ -82,6 +82,14 @@ Result<BlockWeights> load_block(Binder& b, const std::string& p, const V4Config&
   } else {
     DI_ASSIGN_OR_RETURN(f.bias, b.vec(fp + ".gate.bias", {E}));
   }
+  DI_TRY(load_experts(b, fp, E, I, d, c.n_shared_experts, f));
+  return w;
+}
+
+}  // namespace
+
+Status load_experts(Binder& b, const std::string& fp, int64_t E, int64_t I, int64_t d, int64_t n_shared,
+                    MoeWeights& f) {
   for (int64_t e = 0; e < E; ++e) {
     const std::string ep = fp + ".experts." + std::to_string(e);
     DI_ASSIGN_OR_RETURN(Weight w1, b.linear(ep + ".w1", I, d));
@@ -91,14 +99,12 @@ Result<BlockWeights> load_block(Binder& b, const std::string& p, const V4Config&
     f.w2.push_back(std::move(w2));
     f.w3.push_back(std::move(w3));
   }
-  const int64_t SI = I * c.n_shared_experts;
+  const int64_t SI = I * n_shared;
   DI_ASSIGN_OR_RETURN(f.shared_w1, b.linear(fp + ".shared_experts.w1", SI, d));
   DI_ASSIGN_OR_RETURN(f.shared_w2, b.linear(fp + ".shared_experts.w2", d, SI));
   DI_ASSIGN_OR_RETURN(f.shared_w3, b.linear(fp + ".shared_experts.w3", SI, d));
-  return w;
+  return Status::ok();
 }
-
-}  // namespace
 
 std::string canonical_tensor_name(std::string_view name) {
   std::string s(name);

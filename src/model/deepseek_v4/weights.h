@@ -8,6 +8,8 @@
 #pragma once
 
 #include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "loader/checkpoint.h"
@@ -82,5 +84,14 @@ struct V4Weights {
 
 /// Maps a checkpoint tensor name to the upstream bare form used internally.
 std::string canonical_tensor_name(std::string_view name);
+
+namespace binder {
+class Binder;
+}
+/// The routed experts (E of inner width I over hidden d: `<fp>.experts.<e>.w1/w2/w3`) and the
+/// shared experts (`<fp>.shared_experts.*`, n_shared x I wide) of one MoE layer into `f`; the
+/// router's weights are the caller's (V4 and V4.1 differ there).
+Status load_experts(binder::Binder& b, const std::string& fp, int64_t E, int64_t I, int64_t d, int64_t n_shared,
+                    MoeWeights& f);
 
 }  // namespace deepinfer::v4

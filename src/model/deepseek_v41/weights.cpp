@@ -42,19 +42,7 @@ Result<v4::MoeWeights> load_moe(Binder& b, const std::string& fp, const V41Confi
   const int64_t d = c.hidden, I = c.moe_inter;
   DI_ASSIGN_OR_RETURN(f.gate, b.linear(fp + ".gate", E, d));
   DI_ASSIGN_OR_RETURN(f.bias, b.vec(fp + ".gate.bias", {E}));
-  for (int64_t e = 0; e < E; ++e) {
-    const std::string ep = fp + ".experts." + std::to_string(e);
-    DI_ASSIGN_OR_RETURN(Weight w1, b.linear(ep + ".w1", I, d));
-    DI_ASSIGN_OR_RETURN(Weight w2, b.linear(ep + ".w2", d, I));
-    DI_ASSIGN_OR_RETURN(Weight w3, b.linear(ep + ".w3", I, d));
-    f.w1.push_back(std::move(w1));
-    f.w2.push_back(std::move(w2));
-    f.w3.push_back(std::move(w3));
-  }
-  const int64_t SI = I * c.n_shared_experts;
-  DI_ASSIGN_OR_RETURN(f.shared_w1, b.linear(fp + ".shared_experts.w1", SI, d));
-  DI_ASSIGN_OR_RETURN(f.shared_w2, b.linear(fp + ".shared_experts.w2", d, SI));
-  DI_ASSIGN_OR_RETURN(f.shared_w3, b.linear(fp + ".shared_experts.w3", SI, d));
+  DI_TRY(v4::load_experts(b, fp, E, I, d, c.n_shared_experts, f));
   return f;
 }
 
