@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <numeric>
 #include <thread>
 
 #include "grammar/ebnf_parser.h"
@@ -27,11 +28,10 @@ class Classifier {
  public:
   Classifier(const ByteMachine& m, const TokenizerInfo& tok, int32_t expand_levels)
       : m_(m), tok_(tok), pda_(m, pool_, expand_levels) {
-    int32_t max_depth = 0;
-    for (int32_t d : tok.trie().depth) max_depth = std::max(max_depth, d);
-    open_.resize(static_cast<size_t>(max_depth) + 2);
-    closed_.resize(static_cast<size_t>(max_depth) + 2);
-    flag_.resize(static_cast<size_t>(max_depth) + 2);
+    const auto levels = static_cast<size_t>(tok.trie().max_depth) + 2;
+    open_.resize(levels);
+    closed_.resize(levels);
+    flag_.resize(levels);
   }
 
   /// Classifies `state` into `out`; returns the trie nodes walked (the work done).
@@ -165,13 +165,11 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::build(const Gram
 
   auto t1 = std::chrono::steady_clock::now();
   // One classification per class of equivalent states (state_classes.h), shared by its members.
-  int32_t depth = 0;
-  for (int32_t d : tokenizer_->trie().depth) depth = std::max(depth, d);
   std::vector<int32_t> cls(static_cast<size_t>(m.num_states));
   if (options_.share_equivalent_states) {
-    cls = classification_classes(m, depth + 1);
+    cls = classification_classes(m, tokenizer_->trie().max_depth + 1);
   } else {
-    for (int32_t s = 0; s < m.num_states; ++s) cls[static_cast<size_t>(s)] = s;
+    std::iota(cls.begin(), cls.end(), 0);
   }
   std::vector<int32_t> todo, slot_of_class(static_cast<size_t>(m.num_states), -1);
   cg->cache_of_.assign(static_cast<size_t>(m.num_states), 0);  // 0: the empty cache
@@ -197,7 +195,8 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::build(const Gram
       StateTokenCache& cache = cg->caches_[k + 1];
       const int64_t walked = c.run(todo[k], cache);
       const int64_t st = steps.fetch_add(walked, std::memory_order_relaxed) + walked;
-      const int64_t by = cache_bytes.fetch_add(cache_bytes_of(cache), std::memory_order_relaxed) + cache_bytes_of(cache);
+      const int64_t bytes = cache_bytes_of(cache);
+      const int64_t by = cache_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes;
       if (st > options_.max_classify_steps || by > options_.max_cache_bytes) over.store(true);
     }
   };
@@ -219,13 +218,12 @@ Result<std::shared_ptr<const CompiledGrammar>> GrammarCompiler::build(const Gram
         "combination of positions)");
   }
   cg->stats_.num_classified_states = static_cast<int32_t>(todo.size());
-  int64_t bytes = static_cast<int64_t>((m.next.size() + cg->cache_of_.size()) * sizeof(int32_t));
   for (const StateTokenCache& c : cg->caches_) {
     cg->stats_.num_uncertain += static_cast<int64_t>(c.uncertain_ids.size());
     cg->stats_.max_uncertain = std::max<int64_t>(cg->stats_.max_uncertain, static_cast<int64_t>(c.uncertain_ids.size()));
-    bytes += cache_bytes_of(c);
   }
-  cg->stats_.cache_bytes = bytes;
+  cg->stats_.cache_bytes =
+      static_cast<int64_t>((m.next.size() + cg->cache_of_.size()) * sizeof(int32_t)) + cache_bytes.load();
   return std::shared_ptr<const CompiledGrammar>(std::move(cg));
 }
 

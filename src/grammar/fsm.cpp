@@ -161,23 +161,17 @@ class Nfa {
       case Expr::Kind::kRepeat: {
         const Expr& c = e.children[0];
         int32_t cur = s;
-        if (e.max_repeat == kUnbounded && e.min_repeat > 0) {
-          // c{m,}: m - 1 copies, then one that loops back to its own start (one copy for c+, not
-          // two, so stacked quantifiers `x+++...` stay linear).
+        if (e.max_repeat == kUnbounded) {
+          // c{m,}: m - 1 copies, then one that loops back to its own start, left at its end (c+)
+          // or at its start (c*). One copy for c+, not two, so stacked `x+++...` stays linear.
           for (int32_t i = 1; i < e.min_repeat; ++i) cur = build(c, cur);
           int32_t a = new_state();
           eps(cur, a);
           int32_t t = build(c, a);
           eps(t, a);
-          return t;
+          return e.min_repeat > 0 ? t : a;
         }
         for (int32_t i = 0; i < e.min_repeat; ++i) cur = build(c, cur);
-        if (e.max_repeat == kUnbounded) {
-          int32_t a = new_state();
-          eps(cur, a);
-          eps(build(c, a), a);
-          return a;
-        }
         int32_t end = new_state();
         eps(cur, end);
         for (int32_t i = e.min_repeat; i < e.max_repeat; ++i) {

@@ -6,10 +6,6 @@
 namespace deepinfer::grammar {
 namespace {
 
-uint64_t mix(uint64_t h, uint64_t v) {
-  h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
-  return h;
-}
 
 // A state's byte row as runs: bytes [lo, next run's lo) go to `to` (-1: no transition).
 struct Run {
@@ -17,25 +13,24 @@ struct Run {
   int32_t to;
 };
 
-// Assigns dense ids to keys (int sequences), exactly: a hash picks the bucket, equality decides.
+struct KeyHash {
+  size_t operator()(const std::vector<int32_t>& key) const {
+    uint64_t h = 0x84222325cbf29ce4ULL;
+    for (int32_t v : key) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001b3ULL;  // FNV-1a per int
+    return static_cast<size_t>(h);
+  }
+};
+
+// Dense ids for keys (int sequences), in order of first appearance.
 class Interner {
  public:
   int32_t id(const std::vector<int32_t>& key) {
-    uint64_t h = 0x84222325cbf29ce4ULL;
-    for (int32_t v : key) h = mix(h, static_cast<uint32_t>(v));
-    std::vector<int32_t>& bucket = buckets_[h];
-    for (int32_t k : bucket) {
-      if (keys_[static_cast<size_t>(k)] == key) return k;
-    }
-    bucket.push_back(static_cast<int32_t>(keys_.size()));
-    keys_.push_back(key);
-    return bucket.back();
+    return ids_.try_emplace(key, static_cast<int32_t>(ids_.size())).first->second;
   }
-  int32_t size() const { return static_cast<int32_t>(keys_.size()); }
+  int32_t size() const { return static_cast<int32_t>(ids_.size()); }
 
  private:
-  std::unordered_map<uint64_t, std::vector<int32_t>> buckets_;
-  std::vector<std::vector<int32_t>> keys_;
+  std::unordered_map<std::vector<int32_t>, int32_t, KeyHash> ids_;
 };
 
 }  // namespace
@@ -50,10 +45,10 @@ std::vector<int32_t> classification_classes(const ByteMachine& m, int32_t depth)
     }
   }
   // Round 0: the attributes a walk sees without reading a byte.
-  std::vector<int32_t> cls(n);
+  std::vector<int32_t> cls(n), key;
+  int32_t count = 0;
   {
     Interner in;
-    std::vector<int32_t> key;
     for (size_t s = 0; s < n; ++s) {
       key.assign({m.state_rule[s], m.is_final[s], m.has_bytes[s]});
       std::vector<std::pair<int32_t, int32_t>> refs;
@@ -67,11 +62,11 @@ std::vector<int32_t> classification_classes(const ByteMachine& m, int32_t depth)
       for (const auto& [tk, to] : toks) key.insert(key.end(), {tk, to});
       cls[s] = in.id(key);
     }
+    count = in.size();
   }
-  int32_t count = *std::max_element(cls.begin(), cls.end()) + 1;
   // Round k: round k - 1's class and, per byte, the class of the target (runs of equal classes
   // merged, so rows that differ only in how their bytes are split still match).
-  std::vector<int32_t> next_cls(n), key;
+  std::vector<int32_t> next_cls(n);
   for (int32_t round = 0; round < depth; ++round) {
     Interner in;
     for (size_t s = 0; s < n; ++s) {

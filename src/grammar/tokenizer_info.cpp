@@ -103,6 +103,7 @@ Result<std::shared_ptr<const TokenizerInfo>> TokenizerInfo::from_vocab(std::vect
     for (size_t i = l; i < cur.size(); ++i) {
       t.byte.push_back(static_cast<uint8_t>(cur[i]));
       t.depth.push_back(static_cast<int32_t>(i + 1));
+      t.max_depth = std::max(t.max_depth, static_cast<int32_t>(i + 1));
       t.subtree_end.push_back(0);
       t.token_begin.push_back(static_cast<int32_t>(t.tokens.size()));
       path.push_back(t.num_nodes() - 1);

@@ -32,6 +32,7 @@ struct TokenTrie {
   std::vector<int32_t> subtree_end;   // [num_nodes]: first node after the node's subtree
   std::vector<int32_t> token_begin;   // [num_nodes + 1]: tokens spelled exactly by the node's path
   std::vector<int32_t> tokens;        // token ids, grouped by node
+  int32_t max_depth = 0;              // the longest token, in bytes
   int32_t num_nodes() const { return static_cast<int32_t>(byte.size()); }
 };
 
