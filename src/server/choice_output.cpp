@@ -64,10 +64,7 @@ ChoiceOutput::ChoiceOutput(const ChoiceOutputOptions& opts) : opts_(opts), stop_
 void ChoiceOutput::feed_text(std::string_view text, ChoiceDelta& d) {
   if (text.empty()) return;
   if (parser_) {
-    tokenizer::OutputDelta od = parser_->push(text);
-    d.message.reasoning_content += od.reasoning_content;
-    d.message.content += od.content;
-    for (auto& tc : od.tool_calls) d.message.tool_calls.push_back(std::move(tc));
+    d.message.append(parser_->push(text));
   } else {
     d.text += text;
   }
@@ -107,9 +104,7 @@ ChoiceDelta ChoiceOutput::finish() {
   if (parser_) {
     auto r = parser_->finish();
     if (r.is_ok()) {
-      d.message.reasoning_content += r->reasoning_content;
-      d.message.content += r->content;
-      for (auto& tc : r->tool_calls) d.message.tool_calls.push_back(std::move(tc));
+      d.message.append(std::move(r).value());
     }
   }
   return d;

@@ -78,9 +78,7 @@ Json ChoiceRun::frame(const char* object, Json choices) const {
 
 void append_delta(ChoiceDelta& d, ChoiceDelta more) {
   d.text += more.text;
-  d.message.reasoning_content += more.message.reasoning_content;
-  d.message.content += more.message.content;
-  for (auto& tc : more.message.tool_calls) d.message.tool_calls.push_back(std::move(tc));
+  d.message.append(std::move(more.message));
   for (auto& t : more.tokens) d.tokens.push_back(std::move(t));
 }
 

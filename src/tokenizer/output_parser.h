@@ -34,6 +34,12 @@ struct OutputDelta {
   std::string content;
   std::vector<ToolCallDelta> tool_calls;
   bool empty() const { return reasoning_content.empty() && content.empty() && tool_calls.empty(); }
+  /// Appends a later delta's pieces.
+  void append(OutputDelta more) {
+    reasoning_content += more.reasoning_content;
+    content += more.content;
+    for (auto& tc : more.tool_calls) tool_calls.push_back(std::move(tc));
+  }
 };
 
 struct ParsedToolCall {
