@@ -574,8 +574,10 @@ TEST_F(ServerE2ETest, ModelsHealthMetrics) {
   // Requests are counted by the access log, which runs after the response is written: a scrape
   // right after the answer may come first, so wait (briefly) until both show up.
   auto r = c.Get("/metrics");
+  // (The exact completions lines: /v1/models' status="200" line alone must not end the wait.)
   const auto counted = [](const std::string& b) {
-    return b.find("status=\"400\"} 1") != std::string::npos && b.find("status=\"200\"} 1") != std::string::npos;
+    return b.find("endpoint=\"/v1/completions\",status=\"400\"} 1") != std::string::npos &&
+           b.find("endpoint=\"/v1/completions\",status=\"200\"} 1") != std::string::npos;
   };
   for (int i = 0; i < 200 && r && !counted(r->body); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
