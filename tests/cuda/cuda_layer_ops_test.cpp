@@ -683,13 +683,13 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
 //     a rounding boundary).
 // 64-row tiled weights (mxfp4_tile64) give bitwise the same rows. mxfp4_scales_fp8_foldable: scale
 // bytes 121..124 fold, one byte of 126 does not.
-TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
-  SKIP_WITHOUT_DEVICE();
+// The FP8 expert kernels on experts of `rows` rows each, launched for groups of up to max_m rows
+// (64: the two-blocks-per-SM kernel; 128: the one-block kernel of 128-row prefill groups), step
+// by step against the CPU on the same rows, and on 64-row tiled weights bitwise the same.
+void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::mt19937& rng) {
   ThreadPool pool(0);
   CpuOps cpu(pool);
-  std::mt19937 rng(41);
   const int64_t d = 4096, I = 2048;
-  const std::vector<int> rows = {1, 12, 20, 33, 64};
   v4::MoeParams p;
   p.swiglu_limit = 10.f, p.act_block = 128;
   std::vector<std::unique_ptr<Dev>> keep;
@@ -731,12 +731,12 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
   const int G = static_cast<int>(g2.size());
   ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), R, 1, d, dslot.as<int32_t>(), x8.as<uint8_t>(), xs.as<float>(), R))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dg13.as<dc::Mxfp4Group>(), G, 64, x8.as<uint8_t>(), xs.as<float>(), R,
+  ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dg13.as<dc::Mxfp4Group>(), G, max_m, x8.as<uint8_t>(), xs.as<float>(), R,
                                                I, d, 10.f, a32.as<float>()))
       << dc::last_error();
   ASSERT_TRUE(dc::moe_rows_fp8(a32.as<float>(), R, 1, I, nullptr, a8.as<uint8_t>(), as.as<float>(), R))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 64, a8.as<uint8_t>(), as.as<float>(), R, d, I))
+  ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, max_m, a8.as<uint8_t>(), as.as<float>(), R, d, I))
       << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const auto gy = download<float>(y, R * d), ga = download<float>(a32, R * I);
@@ -778,9 +778,9 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
     const double err_y = rel_l2(got, y2);
     v4::expert_forward(cpu, p, w1s[e], w2s[e], w3s[e], xe.data(), m, ref.data());
     const double err = rel_l2(got, ref);
-    std::printf("fp8 experts, expert %zu (%d rows): rel L2 w13+SwiGLU %.3g, w2 %.3g, end to end vs cpu reference "
+    std::printf("fp8 experts (groups to %d rows), expert %zu (%d rows): rel L2 w13+SwiGLU %.3g, w2 %.3g, end to end vs cpu reference "
                 "rounding %.3g\n",
-                e, m, err_a, err_y, err);
+                max_m, e, m, err_a, err_y, err);
     EXPECT_LT(err_a, 5e-4) << "expert " << e;
     EXPECT_LT(err_y, 5e-4) << "expert " << e;
     EXPECT_LT(err, 5e-3) << "expert " << e;
@@ -800,28 +800,37 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
       t2[e].y = yt.as<float>() + (g2[e].y - y.as<float>());
     }
     Dev dt13(t13.data(), t13.size() * sizeof(t13[0])), dt2(t2.data(), t2.size() * sizeof(t2[0]));
-    ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dt13.as<dc::Mxfp4Group>(), G, 64, x8.as<uint8_t>(), xs.as<float>(), R,
+    ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dt13.as<dc::Mxfp4Group>(), G, max_m, x8.as<uint8_t>(), xs.as<float>(), R,
                                                  I, d, 10.f, at32.as<float>(), dc::Mxfp4Layout::tiles64))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_rows_fp8(at32.as<float>(), R, 1, I, nullptr, at8.as<uint8_t>(), ats.as<float>(), R));
-    ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dt2.as<dc::Mxfp4Group>(), G, 64, at8.as<uint8_t>(), ats.as<float>(), R, d, I,
+    ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dt2.as<dc::Mxfp4Group>(), G, max_m, at8.as<uint8_t>(), ats.as<float>(), R, d, I,
                                          dc::Mxfp4Layout::tiles64))
         << dc::last_error();
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     EXPECT_EQ(first_bit_mismatch(download<float>(yt, R * d), gy), -1) << "tiled weights: other bits";
   }
+  // Bad input: an error, no launch.
+  EXPECT_FALSE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 129, a8.as<uint8_t>(), as.as<float>(), R, d, I));
+  EXPECT_FALSE(dc::moe_rows_fp8(dh.as<float>(), R, 1, 100, nullptr, x8.as<uint8_t>(), xs.as<float>(), R));
+}
+
+TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(41);
+  expect_fp8_experts_match_cpu({1, 12, 20, 33, 64}, 64, rng);
+  // 128-row groups (prefill): every width the one-block kernel takes (<= 64 rows run at 64).
+  expect_fp8_experts_match_cpu({128, 7, 65, 100, 64}, 128, rng);
   // Which weights fold into the e4m3 tables: bytes 121..124 do, one 126 does not.
   const int32_t one = 1;
   Dev f_ok(&one, 4), f_bad(&one, 4);
-  auto bad = mxfp4_weight(128, 256, rng);
+  auto good = mxfp4_weight(128, 256, rng), bad = mxfp4_weight(128, 256, rng);
   bad.scale.mutable_span<uint8_t>()[77] = 126;
-  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(ex[0].s1, I * d / 32, f_ok.as<int32_t>()));
-  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(up(bad.scale), 128 * 256 / 32, f_bad.as<int32_t>()));
+  Dev s_ok(good.scale.data(), good.scale.nbytes()), s_bad(bad.scale.data(), bad.scale.nbytes());
+  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(s_ok.as<uint8_t>(), 128 * 256 / 32, f_ok.as<int32_t>()));
+  ASSERT_TRUE(dc::mxfp4_scales_fp8_foldable(s_bad.as<uint8_t>(), 128 * 256 / 32, f_bad.as<int32_t>()));
   EXPECT_EQ(download<int32_t>(f_ok, 1)[0], 1);
   EXPECT_EQ(download<int32_t>(f_bad, 1)[0], 0);
-  // Bad input: an error, no launch.
-  EXPECT_FALSE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 65, a8.as<uint8_t>(), as.as<float>(), R, d, I));
-  EXPECT_FALSE(dc::moe_rows_fp8(dh.as<float>(), R, 1, 100, nullptr, x8.as<uint8_t>(), xs.as<float>(), R));
 }
 
 // Prefill speed (printed, not asserted): CUDA-event times of hc_pre, hc_post and moe_route on

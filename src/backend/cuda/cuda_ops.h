@@ -266,7 +266,8 @@ bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, v
 /// The same two steps on FP8 warpgroup MMA (mxfp4_fp8.cu), as the official reference computes
 /// them: activation rows quantised to e4m3 per 128 along K (quantize_act_fp8's rule), weights
 /// e2m1 times their E8M0 scale, folded into e4m3 (every scale byte of the groups' weights in
-/// [114, 125]: mxfp4_scales_fp8_foldable). Groups of at most 64 rows (K % 128, as the wide ones).
+/// [114, 125]: mxfp4_scales_fp8_foldable). Groups of at most 128 rows (K % 128, as the wide ones);
+/// max_m > 64 runs the one-block-per-SM kernel whose wgmma takes 128 rows at once (prefill).
 /// Rows: x8 [rows_total, K] e4m3 in the kernels' K order with scales xs [K / 128, rows_total]
 /// (moe_rows_fp8 writes both); the w13 step writes the SwiGLU rows as fp32 a32 [rows_total, I]
 /// (row0 of each group), which moe_rows_fp8 (k = 1, no slot_pos) quantises for the w2 step.

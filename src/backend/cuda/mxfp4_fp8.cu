@@ -9,8 +9,9 @@
 // does the work of two k16.
 //
 // Block: 128 weight rows of one group (two warpgroups x 64; warp w owns rows 16w..16w+15) and all
-// of its <= 64 rows, K in 128-wide chunks through a cp.async ring of fixed bytes (as deep as the
-// width allows). Per stage: the group's e4m3 rows (N x 128 B, 128-byte swizzle: the wgmma B
+// of its <= 64 rows (two blocks per SM), or <= 128 (prefill's 128-row groups: one block per SM,
+// a ring twice the bytes, wgmma n128 so that each dequantised weight meets twice the rows), K in
+// 128-wide chunks through a cp.async ring of fixed bytes (as deep as the width allows). Per stage: the group's e4m3 rows (N x 128 B, 128-byte swizzle: the wgmma B
 // operand), 128 x 64 B of packed e2m1 (row r at 64 r), 128 x 4 scale bytes and the N rows' x scales.
 // Thread (g, t) of warp w takes scale group t of its rows g and g + 8 (one 16-byte load each: the
 // group's 4 words) and folds that group's scale into the table (2^(s - 127 + 8), exact while the
@@ -45,15 +46,20 @@ constexpr int kWarps = 8;
 constexpr int kRows = kWarps * 16;  // 128 weight rows per block
 constexpr int kStageW = kRows * 64;  // 8 KB of packed weights per stage
 constexpr int kStageS = 1024;        // 512 B of weight scales + up to 64 x scales: stages stay 1024-aligned
-constexpr int kMaxM = 64;
+constexpr int kMaxM = 128;
 template <int N>
 constexpr int stage_bytes() { return N * 128 + kStageW + kStageS; }
-constexpr int kRingBytes = 6 * stage_bytes<kMaxM>();  // two blocks per SM
-constexpr int kSmemBytes = kRingBytes + 1024;          // + alignment slack
-// As many stages as fit at the block's width (6 at 64 rows, 9 at 16); a stage is refilled once
-// the chunk that used it two steps earlier has retired, so the copies run stages - 2 ahead.
-template <int N>
-constexpr int stages() { return kRingBytes / stage_bytes<N>() < 10 ? kRingBytes / stage_bytes<N>() : 10; }
+// The ring of a kernel for groups of up to kMaxN rows: 6 stages of 64 rows (two blocks per SM),
+// or 8 of 128 (one block per SM).
+template <int kMaxN>
+constexpr int ring_bytes() { return kMaxN == 64 ? 6 * stage_bytes<64>() : 8 * stage_bytes<128>(); }
+template <int kMaxN>
+constexpr int smem_bytes() { return ring_bytes<kMaxN>() + 1024; }  // + alignment slack
+// As many stages as fit at the block's width (6 at 64 rows, 9 at 16 in the 64-row ring); a stage
+// is refilled once the chunk that used it two steps earlier has retired, so the copies run
+// stages - 2 ahead.
+template <int N, int kRing>
+constexpr int stages() { return kRing / stage_bytes<N>() < 10 ? kRing / stage_bytes<N>() : 10; }
 
 // |e2m1| = 0, .5, 1, 1.5, 2, 3, 4, 6 as e4m3 bytes (entries 0..3, 4..7).
 constexpr uint32_t kE4m3Lut0 = 0x3C383000u, kE4m3Lut1 = 0x4C484440u;
@@ -100,13 +106,13 @@ __device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int
   cp_commit();
 }
 
-// The K loop and the epilogue at width N (>= the group's rows).
-template <int N, bool kSwiglu>
+// The K loop and the epilogue at width N (>= the group's rows) in a ring of kRing bytes.
+template <int N, bool kSwiglu, int kRing>
 __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, int Nout, float limit,
                                     float* __restrict__ a32) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int nchunk = jb.K / 128;
-  constexpr int S = stages<N>();
+  constexpr int S = stages<N, kRing>();
   static_assert(S >= 4, "the ring holds at least 4 stages");
   float acc[N / 2], tmp[N / 2];
 #pragma unroll
@@ -196,8 +202,9 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
 }
 
 // kSwiglu: g is g13 (pairs w1, w3), Nout = I, out a32; else g is g2, Nout = d, out the fp32 y.
-template <bool kSwiglu>
-__global__ void __launch_bounds__(256, 2)
+// kMaxN: the launch's group rows (64 or 128).
+template <int kMaxN, bool kSwiglu>
+__global__ void __launch_bounds__(256, kMaxN == 64 ? 2 : 1)
     mxfp4_fp8_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
                      const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
                      float* __restrict__ a32, bool tiled) {
@@ -211,24 +218,37 @@ __global__ void __launch_bounds__(256, 2)
   jb.m = m, jb.K = K, jb.rows_total = rows_total;
   jb.wj = expert_weight_job<kSwiglu>(groups, gd, K, tiled, tid);
   jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16;
-  jb.xssrc = xs + gd.row0 + (tid & 63);
+  jb.xssrc = xs + gd.row0 + (tid & 127);  // read by threads tid < the block's width only
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  if (m <= 16) return run<16, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
-  if (m <= 32) return run<32, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
-  return run<64, kSwiglu>(jb, gd, s_base, Nout, limit, a32);
+  constexpr int kRing = ring_bytes<kMaxN>();
+  if constexpr (kMaxN == 64) {
+    if (m <= 16) return run<16, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    if (m <= 32) return run<32, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+  } else {  // a 128-row launch: its groups' tails (<= 64 rows) at width 64
+    if (m <= 64) return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    return run<128, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+  }
 }
 
-template <bool kSwiglu>
-bool launch(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total, int Nout,
-            int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+template <int kMaxN, bool kSwiglu>
+bool launch_at(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total,
+               int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
-  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(mxfp4_fp8_kernel<kSwiglu>), kSmemBytes, smem_set,
+  const auto kernel = mxfp4_fp8_kernel<kMaxN, kSwiglu>;
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), smem_bytes<kMaxN>(), smem_set,
                              "mxfp4 fp8 experts: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
-  detail::launch_pdl(mxfp4_fp8_kernel<kSwiglu>, grid, 256, kSmemBytes, s, groups, x8, xs, rows_total, Nout, K, limit,
-                     a32, tiled);
+  detail::launch_pdl(kernel, grid, 256, smem_bytes<kMaxN>(), s, groups, x8, xs, rows_total, Nout, K, limit, a32, tiled);
   return check_launch("mxfp4_fp8_kernel");
+}
+
+template <bool kSwiglu>
+bool launch(const Mxfp4Group* groups, int n_groups, int max_m, const uint8_t* x8, const float* xs, int64_t rows_total,
+            int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+  return max_m > 64 ? launch_at<128, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s)
+                    : launch_at<64, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
 }
 
 // One warp per (row, 128-column block): lane j quantises physical columns 4j..4j+3 (quantize_act_fp8's
@@ -297,7 +317,7 @@ bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m
                                   Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<true>(g13, n_groups, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
+  return launch<true>(g13, n_groups, max_m, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
                       layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 
@@ -305,7 +325,7 @@ bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const u
                           int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout, void* stream) {
   if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<false>(g2, n_groups, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+  return launch<false>(g2, n_groups, max_m, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
                        layout == Mxfp4Layout::tiles64, as_stream(stream));
 }
 

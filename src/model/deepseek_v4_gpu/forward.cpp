@@ -407,9 +407,10 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
                                      gr, sorted ? offsets : nullptr));
     const dc::Mxfp4Layout layout = L.experts_tiled ? dc::Mxfp4Layout::tiles64 : dc::Mxfp4Layout::rows;
-    // Groups of <= 64 rows on FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3):
-    // op bench (H200, tiled weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert.
-    const bool fp8 = wg && gr <= 64 && tuning_.moe_fp8 && L.experts_fp8_foldable;
+    // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
+    // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
+    // its one-block kernel.
+    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable;
     if (fp8) {
       DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
       DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
