@@ -19,6 +19,7 @@
 #include <numeric>
 
 #include "backend/cuda/layer_ops.h"
+#include "backend/cuda/model_ops.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
@@ -228,40 +229,49 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
     std::vector<float> logits(T * E);
     cpu.linear(h.data(), T, w.gate, logits.data());
     Dev dh(h.data(), h.size() * 4), dl(T * E * 4), dex(T * K * 4), dw(T * K * 4);
-    ASSERT_TRUE(dc::moe_route(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f, dl.as<float>(),
-                              dex.as<int32_t>(), dw.as<float>()))
-        << dc::last_error();
-    const auto ex = download<int32_t>(dex, T * K);
-    const auto wt = download<float>(dw, T * K);
-    const auto gl = download<float>(dl, T * E);
-    double lerr = 0, lmax = 0;
-    for (size_t i = 0; i < gl.size(); ++i) {
-      lerr = std::max(lerr, std::fabs(double(gl[i]) - logits[i]));
-      lmax = std::max(lmax, std::fabs(double(logits[i])));
-    }
-    std::printf("route T=%lld: logits max abs err %.3g (max |logit| %.3g)\n", (long long)T, lerr, lmax);
-    for (int64_t t = 0; t < T; ++t) {
-      std::vector<float> key(E);
-      for (int64_t e = 0; e < E; ++e) {
-        const float x = logits[t * E + e];
-        key[e] = std::sqrt(x > 20.f ? x : std::log1p(std::exp(x))) + w.bias[e];
+    // The fp32 kernel, then the bf16 GEMM of three-part rows (model_ops.h), each against the CPU.
+    for (const bool gemm : {false, true}) {
+      Dev ws(gemm ? dc::moe_route_gemm_workspace_bytes(T, d, E) : 16);
+      ASSERT_TRUE(gemm ? dc::moe_route_gemm(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                            dl.as<float>(), dex.as<int32_t>(), dw.as<float>(), ws.p)
+                       : dc::moe_route(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                       dl.as<float>(), dex.as<int32_t>(), dw.as<float>()))
+          << dc::last_error();
+      const auto ex = download<int32_t>(dex, T * K);
+      const auto wt = download<float>(dw, T * K);
+      const auto gl = download<float>(dl, T * E);
+      double lerr = 0, lmax = 0;
+      for (size_t i = 0; i < gl.size(); ++i) {
+        lerr = std::max(lerr, std::fabs(double(gl[i]) - logits[i]));
+        lmax = std::max(lmax, std::fabs(double(logits[i])));
       }
-      std::vector<float> s = key;
-      std::sort(s.begin(), s.end(), std::greater<float>());
-      bool near_tie = false;
-      for (int j = 0; j < K; ++j) near_tie |= s[j] - s[j + 1] < 1e-3f;
-      if (near_tie) {
-        ++skipped;
-        continue;
-      }
-      ++checked;
-      for (int j = 0; j < K; ++j) {
-        EXPECT_EQ(ex[t * K + j], ref.experts[t * K + j]) << "T=" << T << " t=" << t << " slot " << j;
-        EXPECT_NEAR(wt[t * K + j], ref.weights[t * K + j], 1e-5) << "T=" << T << " t=" << t;
+      std::printf("route%s T=%lld: logits max abs err %.3g (max |logit| %.3g)\n", gemm ? " (bf16x3 GEMM)" : "",
+                  (long long)T, lerr, lmax);
+      // fp32 dot products of 4096 terms in another order: a few ulps of the terms' magnitudes
+      EXPECT_LT(lerr, 2e-5 * lmax) << (gemm ? "gemm" : "kernel") << " T=" << T;
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<float> key(E);
+        for (int64_t e = 0; e < E; ++e) {
+          const float x = logits[t * E + e];
+          key[e] = std::sqrt(x > 20.f ? x : std::log1p(std::exp(x))) + w.bias[e];
+        }
+        std::vector<float> s = key;
+        std::sort(s.begin(), s.end(), std::greater<float>());
+        bool near_tie = false;
+        for (int j = 0; j < K; ++j) near_tie |= s[j] - s[j + 1] < 1e-3f;
+        if (near_tie) {
+          ++skipped;
+          continue;
+        }
+        ++checked;
+        for (int j = 0; j < K; ++j) {
+          EXPECT_EQ(ex[t * K + j], ref.experts[t * K + j]) << "T=" << T << " t=" << t << " slot " << j << " gemm " << gemm;
+          EXPECT_NEAR(wt[t * K + j], ref.weights[t * K + j], 1e-5) << "T=" << T << " t=" << t << " gemm " << gemm;
+        }
       }
     }
   }
-  EXPECT_GT(checked, 100);
+  EXPECT_GT(checked, 200);
   std::printf("routing: %d tokens compared, %d with near-ties skipped\n", checked, skipped);
 }
 
@@ -882,7 +892,12 @@ TEST(CudaLayerOps, PrefillSpeed) {
       return dc::moe_route(h.as<float>(), T, d, gate.as<uint16_t>(), E, bias.as<float>(), K, 1.5f, logits.as<float>(),
                            ex.as<int32_t>(), wt.as<float>());
     });
-    ASSERT_TRUE(t_pre > 0 && t_post > 0 && t_route > 0) << dc::last_error();
+    Dev rws(dc::moe_route_gemm_workspace_bytes(T, d, E));
+    const double t_route_gemm = time_ms(reps, [&] {
+      return dc::moe_route_gemm(h.as<float>(), T, d, gate.as<uint16_t>(), E, bias.as<float>(), K, 1.5f,
+                                logits.as<float>(), ex.as<int32_t>(), wt.as<float>(), rws.p);
+    });
+    ASSERT_TRUE(t_pre > 0 && t_post > 0 && t_route > 0 && t_route_gemm > 0) << dc::last_error();
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     const double b_pre = double(T) * n * d * 4 + double(mix) * n * d * 4 + double(T) * d * 4;
     const double f_pre = 2.0 * T * n * d * (mix + 1);
@@ -890,9 +905,9 @@ TEST(CudaLayerOps, PrefillSpeed) {
     const double b_route = double(T) * d * 4 + double(E) * d * 2 + double(T) * E * 4;
     const double f_route = 2.0 * T * d * E;
     std::printf("prefill speed T=%5lld: hc_pre %8.4f ms (%7.1f GB/s, %6.2f TFLOP/s) | hc_post %8.4f ms (%7.1f GB/s) | "
-                "moe_route %8.4f ms (%7.1f GB/s, %6.2f TFLOP/s)\n",
+                "moe_route %8.4f ms (%7.1f GB/s, %6.2f TFLOP/s) | moe_route_gemm %8.4f ms (%6.2f TFLOP/s)\n",
                 (long long)T, t_pre, b_pre / t_pre / 1e6, f_pre / t_pre / 1e9, t_post, b_post / t_post / 1e6, t_route,
-                b_route / t_route / 1e6, f_route / t_route / 1e9);
+                b_route / t_route / 1e6, f_route / t_route / 1e9, t_route_gemm, f_route / t_route_gemm / 1e9);
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);

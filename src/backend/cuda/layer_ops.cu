@@ -805,8 +805,15 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
     detail::launch_pdl(router_logits_kernel<1, 1, 1, 8>, dim3(static_cast<unsigned>(E / 8), static_cast<unsigned>(T)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
   }
   if (!check_launch("router_logits_kernel")) return false;
-  detail::launch_pdl(router_topk_kernel, static_cast<unsigned>(T), 256, 0, s, logits_ws, static_cast<int>(E), bias, k, scaling,
-                                                               experts, weights);
+  return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
+}
+
+bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const float* bias, int k, float scaling,
+                           int32_t* experts, float* weights, void* stream) {
+  if (E > 1024 || k > 16 || k > E) return fail("moe_route_from_logits: need E <= 1024, k <= 16, k <= E");
+  if (T <= 0) return true;
+  detail::launch_pdl(router_topk_kernel, static_cast<unsigned>(T), 256, 0, as_stream(stream), logits,
+                     static_cast<int>(E), bias, k, scaling, experts, weights);
   return check_launch("router_topk_kernel");
 }
 

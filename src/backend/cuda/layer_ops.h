@@ -36,6 +36,10 @@ bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* com
 /// k <= 16. logits_ws: T * E floats.
 bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
                float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream = nullptr);
+/// moe_route's second half alone: experts and weights from logits [T, E] computed elsewhere
+/// (moe_route_gemm, model_ops.h). Requires E <= 1024, k <= 16.
+bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const float* bias, int k, float scaling,
+                           int32_t* experts, float* weights, void* stream = nullptr);
 
 /// Per-expert weight pointers (device array of n_experts of these): MXFP4 w1, w3 [inter, d],
 /// w2 [d, inter], each packed e2m1 + E8M0 scale.

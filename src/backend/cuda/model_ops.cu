@@ -1,11 +1,12 @@
-// Model-level CUDA ops (model_ops.h): the bf16 cuBLASLt GEMM, the embedding gather, MXFP4 ->
-// FP8 128x128 re-blocking of expert weights for the prefill MoE, and the expert sort of a
-// prefill batch.
+// Model-level CUDA ops (model_ops.h): the bf16 cuBLASLt GEMM (and the router's logits on it), the
+// embedding gather, MXFP4 -> FP8 128x128 re-blocking of expert weights for the prefill MoE, and
+// the expert sort of a prefill batch.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
 
+#include "backend/cuda/layer_ops.h"
 #include "backend/cuda/lt_plan.cuh"
 #include "backend/cuda/model_ops.h"
 
@@ -31,6 +32,44 @@ cublasStatus_t build_bf16_plan(detail::LtPlan& p, int64_t M, int64_t N, int64_t 
   if ((st = cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, K, N, K)) != CUBLAS_STATUS_SUCCESS) return st;
   if ((st = cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, K, M, K)) != CUBLAS_STATUS_SUCCESS) return st;
   return cublasLtMatrixLayoutCreate(&p.d, y_bf16 ? CUDA_R_16BF : CUDA_R_32F, N, M, N);
+}
+
+// ---- the router's logits as a bf16 GEMM ----
+// Thread per 4 values of row t: hi, mid, lo to out[t] at columns j, d + j, 2d + j.
+__global__ void split_bf16x3_kernel(const float* __restrict__ x, int64_t T, int64_t d, uint16_t* __restrict__ out) {
+  detail::pdl_entry();
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, q = d / 4;
+  if (i >= T * q) return;
+  const int64_t t = i / q, j = (i % q) * 4;
+  const float4 v = *reinterpret_cast<const float4*>(x + t * d + j);
+  const float in[4] = {v.x, v.y, v.z, v.w};
+  uint16_t part[3][4];
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    float r = in[c];
+#pragma unroll
+    for (int p = 0; p < 3; ++p) {  // each part the rounding of what the ones before left (exact)
+      const __nv_bfloat16 b = __float2bfloat16_rn(r);
+      part[p][c] = __bfloat16_as_ushort(b);
+      r -= __bfloat162float(b);
+    }
+  }
+  uint16_t* o = out + t * 3 * d + j;
+#pragma unroll
+  for (int p = 0; p < 3; ++p)
+    *reinterpret_cast<uint2*>(o + p * d) = make_uint2(part[p][0] | uint32_t(part[p][1]) << 16,
+                                                      part[p][2] | uint32_t(part[p][3]) << 16);
+}
+
+// Thread per 8 bf16 of w [n, d]: to out [n, 3d] at columns j, d + j, 2d + j.
+__global__ void repeat3_bf16_kernel(const uint16_t* __restrict__ w, int64_t n, int64_t d, uint16_t* __restrict__ out) {
+  detail::pdl_entry();
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, q = d / 8;
+  if (i >= n * q) return;
+  const int64_t r = i / q, j = (i % q) * 8;
+  const uint4 v = *reinterpret_cast<const uint4*>(w + r * d + j);
+#pragma unroll
+  for (int p = 0; p < 3; ++p) *reinterpret_cast<uint4*>(out + r * 3 * d + p * d + j) = v;
 }
 
 // ---- embedding ----
@@ -227,6 +266,28 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
                                            &p->algo, workspace, kLtWorkspace, as_stream(stream));
   if (st != CUBLAS_STATUS_SUCCESS) return detail::lt_fail("bf16_linear_lt", "cublasLtMatmul", st);
   return true;
+}
+
+size_t moe_route_gemm_workspace_bytes(int64_t T, int64_t d, int64_t E) {
+  auto up = [](size_t n) { return (n + 255) / 256 * 256; };
+  return kLtWorkspace + up(size_t(T) * 3 * d * 2) + up(size_t(E) * 3 * d * 2);
+}
+
+bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
+                    float scaling, float* logits_ws, int32_t* experts, float* weights, void* workspace, void* stream) {
+  if (d % 8 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route_gemm: need d % 8 == 0, E % 8 == 0, E <= 1024, k <= 16");
+  if (T <= 0) return true;
+  if (!h || !gate || !logits_ws || !experts || !weights || !workspace) return fail("moe_route_gemm: null argument");
+  auto* base = static_cast<unsigned char*>(workspace);
+  auto* x3 = reinterpret_cast<uint16_t*>(base + kLtWorkspace);
+  auto* w3 = reinterpret_cast<uint16_t*>(base + kLtWorkspace + (size_t(T) * 3 * d * 2 + 255) / 256 * 256);
+  const cudaStream_t s = as_stream(stream);
+  detail::launch_pdl(split_bf16x3_kernel, static_cast<unsigned>((T * d / 4 + 255) / 256), 256, 0, s, h, T, d, x3);
+  if (!check_launch("split_bf16x3_kernel")) return false;
+  detail::launch_pdl(repeat3_bf16_kernel, static_cast<unsigned>((E * d / 8 + 255) / 256), 256, 0, s, gate, E, d, w3);
+  if (!check_launch("repeat3_bf16_kernel")) return false;
+  if (!bf16_linear_lt(x3, T, w3, E, 3 * d, logits_ws, false, base, stream)) return false;
+  return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
 }
 
 bool embed_rows(const uint16_t* table, int64_t V, int64_t d, const int32_t* ids, int64_t T, float* out, int32_t* bad,

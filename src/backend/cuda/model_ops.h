@@ -19,6 +19,18 @@ namespace deepinfer::cuda {
 bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, void* y, bool y_bf16,
                     void* workspace, void* stream = nullptr);
 
+/// moe_route (layer_ops.h) with its logits as one bf16 GEMM on the tensor cores (prefill): each
+/// fp32 row of h is split exactly into three bf16 parts, h = hi + mid + lo (each the rounding of
+/// what the ones before left), and logits = [hi | mid | lo] . [gate | gate | gate]^T with K = 3d
+/// through cuBLASLt, fp32 accumulate: every product is exact, so the logits are fp32 dot
+/// products as the reference's `x.float() @ W.float()`, only summed in another order than
+/// moe_route's kernel (last bits differ; not for batch-invariant mode). Then the same top-k.
+/// workspace: moe_route_gemm_workspace_bytes(T, d, E).
+size_t moe_route_gemm_workspace_bytes(int64_t T, int64_t d, int64_t E);
+bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
+                    float scaling, float* logits_ws, int32_t* experts, float* weights, void* workspace,
+                    void* stream = nullptr);
+
 /// out[t, :] = float(table[ids[t], :]) for a bf16 table [V, d]; ids outside [0, V) give zeros
 /// and set *bad (device int, may be null) to 1.
 bool embed_rows(const uint16_t* table, int64_t V, int64_t d, const int32_t* ids, int64_t T, float* out,

@@ -394,14 +394,18 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
       DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, rows * I));
     }
-    if (L.hash) {  // the router still scores (the weights); tid2eid picks the experts
-      DI_CUDA_TRY(
-          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, ex_scratch, wts, stream_));
-      DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
+    // The router still scores in hash layers (the weights); tid2eid picks the experts there.
+    int32_t* const chosen = L.hash ? ex_scratch : experts;
+    if (!c_.numerics.batch_invariant && n > kRouteGemmRows) {
+      DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
+      DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts,
+                                     rws, stream_));
     } else {
       DI_CUDA_TRY(
-          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, experts, wts, stream_));
+          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts, stream_));
     }
+    if (L.hash)
+      DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
     const bool sorted = R > dc::moe_build_groups_max_slots();
     if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,

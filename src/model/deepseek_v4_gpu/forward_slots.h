@@ -12,7 +12,7 @@ enum Slot : int {
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
-  kX8, kXs8, kA32, kA8, kAs8,
+  kX8, kXs8, kA32, kA8, kAs8, kRouteWs,
 };
 
 inline constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
@@ -30,5 +30,9 @@ inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 409
 // The grouped wo_a also past 64 rows, in launches of up to kFp8WgmmaMaxRows rows, up to this many:
 // cuBLASLt there is one call per group on transposed copies.
 inline constexpr int64_t kGroupedWgmmaMaxRows = 256;
+// Default mode: routers of more than this many rows take their logits from one bf16 GEMM of
+// exact three-part rows (moe_route_gemm) instead of moe_route's fp32 kernel (10-20 TFLOP/s at
+// prefill sizes); decode batches up to 256 keep the kernel.
+inline constexpr int64_t kRouteGemmRows = 256;
 
 }  // namespace deepinfer::v4gpu::fwd
