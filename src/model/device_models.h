@@ -64,16 +64,17 @@ struct StepTimes {
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
-/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8 and fp8_wgmma_rows change results,
+/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows and attn_wgmma change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
   int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
   bool moe_wgmma = true;   // the wide expert kernels on warpgroup MMA (groups <= 128 rows); false: mma.sync (<= 64)
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
-  bool moe_fp8 = true;     // groups of <= 64 rows on the FP8 expert kernels (e4m3 rows, as the reference) where the scales fold
+  bool moe_fp8 = true;     // expert groups (<= 128 rows) on the FP8 kernels (e4m3 rows, as the reference) where the scales fold
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
+  bool attn_wgmma = true;  // attention launches of at least one block per SM on the warpgroup-MMA kernel
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.

@@ -230,10 +230,11 @@ struct AttnDev {
 };
 
 // Arguments of the batch (ring mode); with `rows` / `row0`, the window rows come from
-// rows[row0[b] + i] (prefill mode) instead of the ring.
+// rows[row0[b] + i] (prefill mode) instead of the ring. wgmma: the warpgroup-MMA kernel.
 dc::DecodeAttnArgs attn_args(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
-                             const Dev* row0 = nullptr) {
+                             const Dev* row0 = nullptr, bool wgmma = false) {
   dc::DecodeAttnArgs args;
+  args.wgmma = wgmma;
   args.q = d.q.as<uint16_t>();
   args.window = rows ? rows->as<uint16_t>() : d.ring.as<uint16_t>();
   if (row0) args.window_row0 = row0->as<int64_t>();
@@ -263,8 +264,8 @@ std::vector<uint16_t> run_args(const AttnBatch& a, AttnDev& d, const dc::DecodeA
 }
 
 std::vector<uint16_t> run_attention(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
-                                    const Dev* row0 = nullptr) {
-  return run_args(a, d, attn_args(a, d, split_rows, rows, row0));
+                                    const Dev* row0 = nullptr, bool wgmma = false) {
+  return run_args(a, d, attn_args(a, d, split_rows, rows, row0, wgmma));
 }
 
 TEST(CudaAttention, DecodeMatchesReference) {
@@ -278,17 +279,18 @@ TEST(CudaAttention, DecodeMatchesReference) {
     AttnDev d(a, freq);
     std::vector<float> ref(size_t(a.B) * kH * kD);
     for (int b = 0; b < a.B; ++b) ref_attention(a, b, freq, ref.data() + size_t(b) * kH * kD);
-    for (int split : {64, 256, 512, 1024}) {
-      const auto out = run_attention(a, d, split);
+    for (int split : {64, 256, 512, 1024})
+    for (const bool wg : {false, true}) {  // the mma.sync kernel, the warpgroup-MMA one
+      const auto out = run_attention(a, d, split, nullptr, nullptr, wg);
       std::vector<float> y(out.size());
       for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(out[i]);
       for (int b = 0; b < a.B; ++b) {
         std::vector<float> yb(y.begin() + size_t(b) * kH * kD, y.begin() + size_t(b + 1) * kH * kD);
         std::vector<float> rb(ref.begin() + size_t(b) * kH * kD, ref.begin() + size_t(b + 1) * kH * kD);
         const double e = rel_l2(yb, rb);
-        std::printf("attn qscale=%.0f split=%-4d seq %d (%3d win + %4d cmp) rel_l2 %.2e\n", qscale, split, b,
-                    rows[b].first, rows[b].second, e);
-        EXPECT_LT(e, 1e-2) << "split " << split << " seq " << b;
+        std::printf("attn%s qscale=%.0f split=%-4d seq %d (%3d win + %4d cmp) rel_l2 %.2e\n", wg ? " wgmma" : "",
+                    qscale, split, b, rows[b].first, rows[b].second, e);
+        EXPECT_LT(e, 1e-2) << "split " << split << " seq " << b << " wgmma " << wg;
       }
     }
   }
@@ -310,11 +312,12 @@ TEST(CudaAttention, BatchInvariant) {
   many.pos[0] = one.pos[0];
   for (int j = 0; j < 512; ++j) many.idx[j] = one.idx[j];
   AttnDev d1(one, freq), d8(many, freq);
-  for (int split : {128, 512}) {
-    const auto o1 = run_attention(one, d1, split);
-    const auto o8 = run_attention(many, d8, split);
-    EXPECT_EQ(0, std::memcmp(o1.data(), o8.data(), size_t(kH) * kD * 2)) << "split " << split;
-  }
+  for (int split : {128, 512})
+    for (const bool wg : {false, true}) {
+      const auto o1 = run_attention(one, d1, split, nullptr, nullptr, wg);
+      const auto o8 = run_attention(many, d8, split, nullptr, nullptr, wg);
+      EXPECT_EQ(0, std::memcmp(o1.data(), o8.data(), size_t(kH) * kD * 2)) << "split " << split << " wgmma " << wg;
+    }
 }
 
 // ---------------- prefill mode (window_row0) ----------------
@@ -363,9 +366,10 @@ TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
   constexpr int kRefEvery = 6;  // float64 reference of every 6th query
   std::vector<float> ref(size_t(B) * kH * kD);
   for (int b = 0; b < B; b += kRefEvery) ref_attention(a, b, freq, ref.data() + size_t(b) * kH * kD);
-  for (int split : {64, 512, 1024}) {
-    const auto ring = run_attention(a, d, split);
-    const auto pre = run_attention(a, d, split, &dchunk, &drow0);
+  for (int split : {64, 512, 1024})
+  for (const bool wg : {false, true}) {
+    const auto ring = run_attention(a, d, split, nullptr, nullptr, wg);
+    const auto pre = run_attention(a, d, split, &dchunk, &drow0, wg);
     const int64_t bad = first_mismatch(ring, pre);
     EXPECT_EQ(bad, -1) << "split " << split << ": prefill differs from ring mode first at element " << bad
                        << " (query " << bad / (kH * kD) << ", head " << (bad / kD) % kH << ", dim " << bad % kD << ")";
@@ -378,8 +382,8 @@ TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
       worst = std::max(worst, e);
       EXPECT_LT(e, 1e-2) << "split " << split << " query " << b << " (" << a.nw[b] << " win + " << a.ni[b] << " cmp)";
     }
-    std::printf("prefill split=%-4d %d queries: bitwise == ring mode: %s; worst rel_l2 vs reference %.2e\n", split, B,
-                bad < 0 ? "yes" : "NO", worst);
+    std::printf("prefill%s split=%-4d %d queries: bitwise == ring mode: %s; worst rel_l2 vs reference %.2e\n",
+                wg ? " wgmma" : "", split, B, bad < 0 ? "yes" : "NO", worst);
   }
 }
 
@@ -531,27 +535,34 @@ TEST(CudaAttention, PrefillBeyondGridLimit) {
   std::mt19937 rng(24);
   const int64_t B = 65535 + 300, b0 = 65535 - 100, n = 400;
   PrefillDev p(B, kRing, 64, 4096, rng);
-  const auto big = p.args(0, B, 256);
-  ASSERT_EQ(dc::decode_attention_workspace_bytes(big), 0u);
-  ASSERT_TRUE(dc::decode_attention(big, nullptr)) << dc::last_error();
-  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-  const size_t qe = size_t(kH) * kD;
-  std::vector<uint16_t> all(size_t(B) * qe);
-  ASSERT_TRUE(dc::copy_to_host(all.data(), p.out.p, all.size() * 2));
-  std::vector<uint16_t> from_big(all.begin() + b0 * qe, all.begin() + (b0 + n) * qe);
-  size_t nonfinite = 0;
-  for (auto v : all) nonfinite += !std::isfinite(bf16_to_f32(v));
-  std::vector<uint16_t> poison(n * qe, 0xffff);
-  ASSERT_TRUE(dc::copy_to_device(p.out.as<uint16_t>() + b0 * qe, poison.data(), poison.size() * 2));
-  ASSERT_TRUE(dc::decode_attention(p.args(b0, n, 256), nullptr)) << dc::last_error();
-  ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-  std::vector<uint16_t> small(n * qe);
-  ASSERT_TRUE(dc::copy_to_host(small.data(), p.out.as<uint16_t>() + b0 * qe, small.size() * 2));
-  const int64_t bad = first_mismatch(from_big, small);
-  std::printf("prefill %lld queries (grid slices of 65535): non-finite outputs %zu; queries %lld..%lld == small batch: %s\n",
-              (long long)B, nonfinite, (long long)b0, (long long)(b0 + n - 1), bad < 0 ? "yes" : "NO");
-  EXPECT_EQ(nonfinite, 0u);
-  EXPECT_EQ(bad, -1) << "first mismatch at query " << b0 + bad / int64_t(qe) << " element " << bad % int64_t(qe);
+  for (const bool wg : {false, true}) {  // each kernel's launch loop
+    auto big = p.args(0, B, 256);
+    big.wgmma = wg;
+    ASSERT_EQ(dc::decode_attention_workspace_bytes(big), 0u);
+    ASSERT_TRUE(dc::decode_attention(big, nullptr)) << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const size_t qe = size_t(kH) * kD;
+    std::vector<uint16_t> all(size_t(B) * qe);
+    ASSERT_TRUE(dc::copy_to_host(all.data(), p.out.p, all.size() * 2));
+    std::vector<uint16_t> from_big(all.begin() + b0 * qe, all.begin() + (b0 + n) * qe);
+    size_t nonfinite = 0;
+    for (auto v : all) nonfinite += !std::isfinite(bf16_to_f32(v));
+    std::vector<uint16_t> poison(n * qe, 0xffff);
+    ASSERT_TRUE(dc::copy_to_device(p.out.as<uint16_t>() + b0 * qe, poison.data(), poison.size() * 2));
+    auto part = p.args(b0, n, 256);
+    part.wgmma = wg;
+    ASSERT_TRUE(dc::decode_attention(part, nullptr)) << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    std::vector<uint16_t> small(n * qe);
+    ASSERT_TRUE(dc::copy_to_host(small.data(), p.out.as<uint16_t>() + b0 * qe, small.size() * 2));
+    const int64_t bad = first_mismatch(from_big, small);
+    std::printf("prefill%s %lld queries (grid slices of 65535): non-finite outputs %zu; queries %lld..%lld == small "
+                "batch: %s\n",
+                wg ? " (wgmma)" : "", (long long)B, nonfinite, (long long)b0, (long long)(b0 + n - 1),
+                bad < 0 ? "yes" : "NO");
+    EXPECT_EQ(nonfinite, 0u);
+    EXPECT_EQ(bad, -1) << "first mismatch at query " << b0 + bad / int64_t(qe) << " element " << bad % int64_t(qe);
+  }
 }
 
 // Speed of a prefill chunk: 8192 queries x (128 window + 512 compressed rows). Printed against
@@ -562,8 +573,10 @@ TEST(CudaAttention, PrefillSpeed) {
   const int64_t T = 8192;
   PrefillDev p(T, kRing, 512, 2048, rng);
   const double flop = double(T) * kH * 640 * kD * 4;
-  for (int split : {1024, 512}) {
-    const auto a = p.args(0, T, split);
+  for (int split : {1024, 512})
+  for (const bool wg : {false, true}) {
+    auto a = p.args(0, T, split);
+    a.wgmma = wg;
     Dev ws(dc::decode_attention_workspace_bytes(a));
     ASSERT_TRUE(dc::decode_attention(a, ws.p)) << dc::last_error();  // warm-up
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
@@ -578,9 +591,9 @@ TEST(CudaAttention, PrefillSpeed) {
     for (auto v : o) nonfinite += !std::isfinite(bf16_to_f32(v));
     EXPECT_EQ(nonfinite, 0u);
     const double bytes = double(T) * 640 * kD * 2;  // K=V rows each query block reads (L2 or HBM)
-    std::printf("prefill speed T=%lld 128 win + 512 cmp, split=%d (%s, workspace %.2f GB): %.3f ms, %.1f TFLOP/s, "
+    std::printf("prefill speed%s T=%lld 128 win + 512 cmp, split=%d (%s, workspace %.2f GB): %.3f ms, %.1f TFLOP/s, "
                 "rows read %.2f GB = %.2f TB/s\n",
-                (long long)T, split, split >= 640 ? "1 split" : "2 splits + merge",
+                wg ? " (wgmma)" : "", (long long)T, split, split >= 640 ? "1 split" : "2 splits + merge",
                 double(dc::decode_attention_workspace_bytes(a)) / 1e9, ms, flop / ms / 1e9, bytes / 1e9,
                 bytes / ms / 1e9);
   }

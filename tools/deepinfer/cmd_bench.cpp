@@ -101,9 +101,9 @@ int run_bench(const BenchArgs& a) {
   if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling ||
               a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact ||
               a.tuning.moe_fp8 != untuned.moe_fp8 || a.tuning.fp8_wgmma_rows != 0 ||
-              a.tuning.attn_heads_per_block != untuned.attn_heads_per_block))
+              a.tuning.attn_heads_per_block != untuned.attn_heads_per_block || a.tuning.attn_wgmma != untuned.attn_wgmma))
     return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --fp8-wgmma-rows, "
-                       "--attn-heads-per-block, "
+                       "--attn-heads-per-block, --no-attn-wgmma, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -312,6 +312,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_fp8", a.tuning.moe_fp8},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
+                     {"attn_wgmma", a.tuning.attn_wgmma},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"devices", list_devices()}};
@@ -370,12 +371,15 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,
               "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
   b->add_flag("!--no-moe-fp8", a->tuning.moe_fp8,
-              "--device cuda: routed-expert groups of up to 64 rows on the f16 wgmma kernels instead of the FP8 ones");
+              "--device cuda: routed-expert groups on the f16 wgmma kernels instead of the FP8 ones");
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
                 "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
                 "-1: never)");
   b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
+  b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
+              "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
+              "kernel from one block per SM)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

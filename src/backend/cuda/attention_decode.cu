@@ -34,7 +34,7 @@
 #include <atomic>
 #include <cmath>
 
-#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/attention_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -42,10 +42,10 @@ using detail::as_stream;
 using detail::check;
 using detail::check_launch;
 using detail::fail;
+using namespace attn;
 
 namespace {
 
-constexpr int kD = 512, kH = 64, kTile = 64, kRope = 64, kRing = 128;
 constexpr int kStride = kD + 8;      // bf16 per smem row: 1040 B, so 8 ldmatrix rows hit 8 bank groups
 constexpr int kSStride = kTile + 4;  // fp32 logits row
 constexpr int kPStride = kTile + 8;  // bf16 probabilities row
@@ -60,18 +60,6 @@ constexpr size_t smem_bytes(int hb) {
 }
 static_assert(smem_bytes(kH) <= 232448, "exceeds the SM90 per-block shared memory");
 
-using bf16 = __nv_bfloat16;
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int n = valid ? 16 : 0;  // 0: zero-fill
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem), "r"(n));
-}
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
-}
 __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -96,36 +84,6 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ int num_splits(int total, int split_rows) {
-  return total <= 0 ? 1 : (total + split_rows - 1) / split_rows;
-}
-
-// The merge of n split partials (m_i, l_i, o_i) with the sink, in split order; the single-split
-// path of the first kernel calls it with n = 1 so both paths round identically.
-struct Merge {
-  float M, L;
-};
-__device__ __forceinline__ Merge merge_stats(const float* m, const float* l, int n, int stride, float sink) {
-  float M = sink;
-  for (int i = 0; i < n; ++i) M = fmaxf(M, m[i * stride]);
-  float L = expf(sink - M);
-  for (int i = 0; i < n; ++i) L = __fadd_rn(L, __fmul_rn(expf(m[i * stride] - M), l[i * stride]));
-  return {M, L};
-}
-// Normalises one (even, odd) output pair, applies the inverse rope on the tail and stores bf16.
-__device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, int pos, const float* inv_freq,
-                                            bf16* out) {
-  float x = __fdiv_rn(ox, L), y = __fdiv_rn(oy, L);
-  if (d >= kD - kRope) {
-    const float ang = __fmul_rn(static_cast<float>(pos), inv_freq[(d - (kD - kRope)) >> 1]);
-    float sn, cs;
-    sincosf(ang, &sn, &cs);
-    const float nx = __fadd_rn(__fmul_rn(x, cs), __fmul_rn(y, sn));  // conjugate rotation
-    const float ny = __fsub_rn(__fmul_rn(y, cs), __fmul_rn(x, sn));
-    x = nx, y = ny;
-  }
-  *reinterpret_cast<__nv_bfloat162*>(out) = __floats2bfloat162_rn(x, y);
-}
 
 // Block (split, sequence b_base + y, head group z) over heads z*HB .. z*HB + HB - 1. Warp w works on
 // heads (w % G)*16.. of the group (G = HB/16 mma groups of 16) and on slice w / G of the 8/G slices
@@ -156,38 +114,16 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int b = b_base + blockIdx.y, split = blockIdx.x, head0 = blockIdx.z * HB;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int nw = min(a.n_window[b], kRing), ni = a.n_index[b], total = nw + ni;
-  const int nsplit = num_splits(total, a.split_rows);
+  const SplitRows rows(a, b, split);
+  const int nsplit = rows.nsplit, ntiles = rows.ntiles;
   if (split >= nsplit) return;
-  const int r0 = split * a.split_rows, r1 = min(total, r0 + a.split_rows);
-  const int ntiles = max(1, (r1 - r0 + kTile - 1) / kTile);
-  // Window row g (< nw) is row ((g + w_first) & w_mask) of `ring`: prefill mode, contiguous rows
-  // (w_first 0, no wrap); ring mode, slot (pos - nw + 1 + g) mod 128 (position order).
-  const bf16* ring;
-  int w_first, w_mask;
-  if (a.window_row0) {
-    ring = reinterpret_cast<const bf16*>(a.window) + size_t(a.window_row0[b]) * kD;
-    w_first = 0, w_mask = -1;
-  } else {
-    ring = a.window_ptrs ? reinterpret_cast<const bf16*>(a.window_ptrs[b])
-                         : reinterpret_cast<const bf16*>(a.window) + size_t(b) * kRing * kD;
-    w_first = (a.pos[b] - nw + 1) & (kRing - 1), w_mask = kRing - 1;  // two's complement: a true mod
-  }
-  const bf16* entries = reinterpret_cast<const bf16*>(a.entry_ptrs ? a.entry_ptrs[b] : a.entries);
-  const int32_t* idx = a.index + size_t(b) * a.index_stride;
   const bf16* qb = reinterpret_cast<const bf16*>(a.q) + (size_t(b) * kH + head0) * kD;
 
   // Tile loads: thread tid copies row tid/4 of the tile, 16-byte chunks (tid%4) + 4i. Its row's
   // source (a ring slot or an index lookup) is resolved one tile ahead, so the index load's
   // latency overlaps the previous tile's math instead of stalling the copy issue.
   const int lr = tid >> 2, lc = tid & 3;
-  auto row_src = [&](int t) -> const bf16* {
-    const int g = r0 + t * kTile + lr;
-    if (t >= ntiles || g >= r1) return nullptr;
-    if (g < nw) return ring + size_t((g + w_first) & w_mask) * kD;
-    const int e = idx[g - nw];
-    return e >= 0 ? entries + size_t(e) * kD : nullptr;
-  };
+  auto row_src = [&](int t) { return rows.src(t, lr); };
   auto load_tile = [&](const bf16* src, int stage) {
     bf16* dst = sK + stage * kTile * kStride + lr * kStride;
     const bf16* s = src ? src : qb;  // any valid address: nothing is read (zero-fill)
@@ -401,6 +337,11 @@ bool set_smem_attributes() {
                                        set64, "decode_attention: smem attribute");
 }
 
+bool combine(const DecodeAttnArgs& args, const float* ws_o, const float* ws_ml, int max_splits, cudaStream_t s) {
+  detail::launch_pdl(attn_combine_kernel, dim3(args.batch, kH / kCombineHeads), 256, 0, s, args, ws_o, ws_ml, max_splits);
+  return check_launch("decode_attention combine");
+}
+
 }  // namespace
 
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
@@ -428,12 +369,16 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   if (max_splits > 1 && !workspace) return fail("decode_attention: workspace required (several splits)");
   if (a.heads_per_block != 0 && a.heads_per_block != 16 && a.heads_per_block != kH)
     return fail("decode_attention: heads_per_block must be 0 (chosen from the launch size), 16 or 64");
-  if (!set_smem_attributes()) return false;
-  const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
-  auto* kernel = hb == 16 ? attn_split_kernel<16> : attn_split_kernel<kH>;
   DecodeAttnArgs args = a;
   if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
   if (!args.entries) args.entries = args.window;  // read only through an index >= 0 (or entry_ptrs)
+  if (a.wgmma) {
+    if (!launch_wgmma_splits(args, ws_o, ws_ml, max_splits, as_stream(stream))) return false;
+    return max_splits <= 1 || combine(args, ws_o, ws_ml, max_splits, as_stream(stream));
+  }
+  if (!set_smem_attributes()) return false;
+  const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
+  auto* kernel = hb == 16 ? attn_split_kernel<16> : attn_split_kernel<kH>;
   constexpr int kMaxGridY = 65535;
   for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {
     const int nb = std::min(kMaxGridY, a.batch - b0);
@@ -441,11 +386,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
                                                                                           max_splits, b0);
     if (!check_launch("decode_attention split")) return false;
   }
-  if (max_splits > 1) {
-    detail::launch_pdl(attn_combine_kernel, dim3(a.batch, kH / kCombineHeads), 256, 0, as_stream(stream), args, ws_o, ws_ml, max_splits);
-    if (!check_launch("decode_attention combine")) return false;
-  }
-  return true;
+  return max_splits <= 1 || combine(args, ws_o, ws_ml, max_splits, as_stream(stream));
 }
 
 }  // namespace deepinfer::cuda
