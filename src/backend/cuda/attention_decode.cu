@@ -1,7 +1,9 @@
 // V4 decode attention (one query token per sequence): 64 query heads over ONE shared K=V head of
 // dim 512, rows = the sliding-window ring + a list of compressed rows, a per-head sink logit,
 // softmax scale 1/sqrt(512), then the inverse RoPE of the tail 64 dims at the query position
-// (V4-MODEL.md 2.3-2.6; CPU reference: src/model/deepseek_v4/attention.cpp).
+// (V4-MODEL.md 2.3-2.6; CPU reference: src/model/deepseek_v4/attention.cpp). This file: the
+// mma.sync kernel (any launch; the only one in batch-invariant mode) and the split merge;
+// attention_wgmma.cu: the warpgroup-MMA kernel the default mode takes for large launches.
 //
 // Split-KV with a FIXED split size: sequence b's rows (window first, then compressed) are cut into
 // splits of `split_rows`; one block runs one (split, sequence, head group) over HB heads, in 64-row
