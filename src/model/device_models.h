@@ -74,7 +74,7 @@ struct CudaTuning {
   bool moe_fp8 = true;     // expert groups (<= 128 rows) on the FP8 kernels (e4m3 rows, as the reference) where the scales fold
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
-  bool attn_wgmma = true;  // attention launches of at least one block per SM on the warpgroup-MMA kernel
+  bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.

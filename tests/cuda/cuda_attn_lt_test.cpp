@@ -230,11 +230,13 @@ struct AttnDev {
 };
 
 // Arguments of the batch (ring mode); with `rows` / `row0`, the window rows come from
-// rows[row0[b] + i] (prefill mode) instead of the ring. wgmma: the warpgroup-MMA kernel.
+// rows[row0[b] + i] (prefill mode) instead of the ring. wgmma: the warpgroup-MMA kernel (in place
+// of 64-head blocks, forced here at any launch size).
 dc::DecodeAttnArgs attn_args(const AttnBatch& a, AttnDev& d, int split_rows, const Dev* rows = nullptr,
                              const Dev* row0 = nullptr, bool wgmma = false) {
   dc::DecodeAttnArgs args;
   args.wgmma = wgmma;
+  if (wgmma) args.heads_per_block = 64;
   args.q = d.q.as<uint16_t>();
   args.window = rows ? rows->as<uint16_t>() : d.ring.as<uint16_t>();
   if (row0) args.window_row0 = row0->as<int64_t>();

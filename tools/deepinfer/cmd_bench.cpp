@@ -379,7 +379,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
-              "kernel from one block per SM)");
+              "kernel where it would run 64-head blocks)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

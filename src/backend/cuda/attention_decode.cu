@@ -374,12 +374,12 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   DecodeAttnArgs args = a;
   if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
   if (!args.entries) args.entries = args.window;  // read only through an index >= 0 (or entry_ptrs)
-  if (a.wgmma) {
+  const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
+  if (a.wgmma && hb == kH) {
     if (!launch_wgmma_splits(args, ws_o, ws_ml, max_splits, as_stream(stream))) return false;
     return max_splits <= 1 || combine(args, ws_o, ws_ml, max_splits, as_stream(stream));
   }
   if (!set_smem_attributes()) return false;
-  const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
   auto* kernel = hb == 16 ? attn_split_kernel<16> : attn_split_kernel<kH>;
   constexpr int kMaxGridY = 65535;
   for (int b0 = 0; b0 < a.batch; b0 += kMaxGridY) {

@@ -23,8 +23,6 @@ namespace deepinfer::cuda {
 
 /// True when a CUDA device is usable (false on machines with nvcc but no GPU).
 bool device_available();
-/// Streaming multiprocessors of the current device (132 when it cannot be read).
-int device_sm_count();
 /// Message of the last failed call on this thread ("" if none).
 const std::string& last_error();
 
@@ -175,10 +173,11 @@ struct DecodeAttnArgs {
   /// Heads per block, 16 or 64; 0 (default) = chosen from the launch size. The output is bitwise
   /// the same either way (tests force both).
   int32_t heads_per_block = 0;
-  /// The warpgroup-MMA kernel (attention_wgmma.cu; SM90): the same rows, splits, softmax and
-  /// merge, 64 heads per block, several times the tensor rate of the mma.sync one on launches that
-  /// fill the GPU; its last bits differ from the mma.sync kernel's (never for batch-invariant mode
-  /// when the choice follows the launch size). heads_per_block is then ignored.
+  /// The warpgroup-MMA kernel (attention_wgmma.cu; SM90) in place of the mma.sync kernel's 64-head
+  /// blocks (heads_per_block 64, or chosen so from the launch size): the same rows, splits,
+  /// softmax and merge, one block per (split, sequence), several times the tensor rate. Its last
+  /// bits differ from the mma.sync kernel's, so with the automatic choice a row's bits follow the
+  /// launch size (not for batch-invariant mode).
   bool wgmma = false;
 };
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);

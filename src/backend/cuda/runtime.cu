@@ -23,8 +23,6 @@ bool device_available() {
   return true;
 }
 
-int device_sm_count() { return detail::sm_count(); }
-
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
   if (!check(cudaMalloc(&p, bytes), "cudaMalloc")) return nullptr;

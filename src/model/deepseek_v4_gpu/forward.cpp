@@ -232,10 +232,10 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
     t.index = ai.swa_idx, t.n_index = ai.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
   }
   t.split_rows = split > 0 ? split : (t.max_rows + 63) / 64 * 64;
-  // The warpgroup-MMA kernel once the launch has a block per SM (prefill, large decode batches);
-  // never in batch-invariant mode, where a row's bits must not follow the launch size.
-  const int64_t blocks = int64_t(t.batch) * ((t.max_rows + t.split_rows - 1) / t.split_rows);
-  t.wgmma = !c_.numerics.batch_invariant && tuning_.attn_wgmma && blocks >= dc::device_sm_count();
+  // The warpgroup-MMA kernel where the mma.sync one would run 64-head blocks (launches of more
+  // than half a wave of them: prefill, decode from batch ~32); never in batch-invariant mode,
+  // where a row's bits must not follow the launch size.
+  t.wgmma = !c_.numerics.batch_invariant && tuning_.attn_wgmma;
   DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));
   DI_CUDA_TRY(dc::decode_attention(t, aws, stream_));
   return Status::ok();
