@@ -14,13 +14,17 @@ Status ServerConfig::validate() const {
     return Status::invalid_argument("max_n must be in [1, " + std::to_string(kMaxSamplesPerRequest) + "]");
   }
   if (max_body_bytes < 1024) return Status::invalid_argument("max_body_bytes must be at least 1024");
+  if (grammar.max_classify_steps < 1 || grammar.max_states < 1 || grammar.max_cache_bytes < 1 ||
+      grammar.num_threads < 1)
+    return Status::invalid_argument(
+        "grammar budgets (classification steps, states, cache bytes) and threads must be positive");
   return Status::ok();
 }
 
 ServerContext::ServerContext(EngineClient& e, const tokenizer::Tokenizer* t, ServerConfig c)
     : engine(e), tok(t), cfg(std::move(c)) {
   model_name = cfg.served_model_name.empty() ? engine.model_info().name : cfg.served_model_name;
-  if (tok) constraints = std::make_unique<ConstraintCompiler>(*tok, engine.model_info().eos_token_id);
+  if (tok) constraints = std::make_unique<ConstraintCompiler>(*tok, engine.model_info().eos_token_id, cfg.grammar);
   std::random_device rd;
   char buf[16];
   std::snprintf(buf, sizeof(buf), "%08x", static_cast<unsigned>(rd()));

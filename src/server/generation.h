@@ -43,6 +43,10 @@ struct ServerConfig {
   /// A non-streaming request still running after this long is answered chunked, with a
   /// leading-whitespace byte this often, so a client that went away is seen and cancelled.
   std::chrono::milliseconds disconnect_probe{500};
+  /// Structured outputs' and forced tool calls' grammar compiler: its per-grammar budgets (token
+  /// classification steps, automaton states, token-cache bytes; a grammar past one is a 400) and
+  /// its cache of compiled grammars.
+  grammar::CompilerOptions grammar;
   Status validate() const;
 };
 

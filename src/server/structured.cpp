@@ -133,7 +133,8 @@ Status structured_from_response_format(const Json& rf, ParseError* err, Structur
   return Status::ok();
 }
 
-ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos) : tok_(tok), eos_(eos) {}
+ConstraintCompiler::ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos, grammar::CompilerOptions options)
+    : tok_(tok), eos_(eos), options_(options) {}
 
 Status ConstraintCompiler::init() {
   std::call_once(init_, [&] {
@@ -142,7 +143,7 @@ Status ConstraintCompiler::init() {
       init_status_ = info.status();
       return;
     }
-    compiler_ = std::make_unique<grammar::GrammarCompiler>(std::move(info).value());
+    compiler_ = std::make_unique<grammar::GrammarCompiler>(std::move(info).value(), options_);
   });
   return init_status_;
 }

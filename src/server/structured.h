@@ -31,7 +31,7 @@ struct ToolCallConstraint {
 
 class ConstraintCompiler {
  public:
-  ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos_token_id);
+  ConstraintCompiler(const tokenizer::Tokenizer& tok, int32_t eos_token_id, grammar::CompilerOptions options = {});
   Result<std::shared_ptr<const grammar::CompiledGrammar>> compile(const StructuredOutput& s);
   /// The DSML tool-call grammar (grammar/dsml_grammar.h) of `c`: the output is one or more DSML
   /// invokes whose parameters follow each tool's JSON Schema; kInvalidArgument names the tool and
@@ -43,6 +43,7 @@ class ConstraintCompiler {
 
   const tokenizer::Tokenizer& tok_;
   int32_t eos_;
+  grammar::CompilerOptions options_;
   std::once_flag init_;
   Status init_status_;
   std::unique_ptr<grammar::GrammarCompiler> compiler_;

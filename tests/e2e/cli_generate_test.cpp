@@ -148,5 +148,18 @@ TEST_F(CliGenerate, TargetStepMsIsValidatedAndChangesNoResult) {
   EXPECT_NE(r.err.find("--target-step-ms must be >= 0"), std::string::npos) << r.err;
 }
 
+// serve's structured-output budgets are validated before anything loads.
+TEST_F(CliGenerate, ServeGrammarBudgetsAreValidated) {
+  Run r = run("serve " + quote(model_) + " --port 0 --grammar-max-steps 0");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("grammar budgets"), std::string::npos) << r.err;
+  r = run("serve " + quote(model_) + " --port 0 --grammar-max-states -3");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("grammar budgets"), std::string::npos) << r.err;
+  r = run("serve " + quote(model_) + " --port 0 --grammar-cache-mib 0");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--grammar-cache-mib must be in"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace deepinfer

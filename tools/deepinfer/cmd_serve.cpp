@@ -49,6 +49,8 @@ struct ServeArgs {
   // (bounding the inter-token latency of running streams); 0: the token budget alone.
   double target_step_ms = 200;
   int gpus = 1;
+  grammar::CompilerOptions grammar;  // --grammar-max-steps, --grammar-max-states, --grammar-cache-mib
+  int64_t grammar_cache_mib = grammar.max_cache_bytes >> 20;
 };
 
 int run_serve(const ServeArgs& a) {
@@ -80,6 +82,13 @@ int run_serve(const ServeArgs& a) {
   cfg.max_n = a.max_n;
   cfg.default_thinking = a.thinking;
   cfg.emit_reasoning_alias = a.reasoning_alias;
+  cfg.grammar = a.grammar;
+  if (a.grammar_cache_mib < 1 || a.grammar_cache_mib > (int64_t{1} << 30)) {
+    std::fprintf(stderr, "deepinfer serve: --grammar-cache-mib must be in [1, 2^30], got %lld\n",
+                 static_cast<long long>(a.grammar_cache_mib));
+    return 2;
+  }
+  cfg.grammar.max_cache_bytes = a.grammar_cache_mib << 20;
   if (a.chat_format == "v4") cfg.chat_format = tokenizer::ChatFormat::kV4;
   else if (a.chat_format == "v41") cfg.chat_format = tokenizer::ChatFormat::kV41;
   else {
@@ -178,6 +187,13 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_flag("--skip-tokenizer-init", a->skip_tokenizer_init, "do not load tokenizer.json: token-id prompts only");
   s->add_option("--shutdown-grace", a->shutdown_grace_s, "seconds in-flight requests get after SIGTERM");
   s->add_option("--gpus", a->gpus, "GPUs of this node to spread the experts over (1: single device)");
+  s->add_option("--grammar-max-steps", a->grammar.max_classify_steps,
+                "structured outputs: token-classification budget per grammar, in vocabulary-trie nodes walked "
+                "(about 10 ns each); a grammar past it is a 400");
+  s->add_option("--grammar-max-states", a->grammar.max_states,
+                "structured outputs: automaton states per grammar (about 1 KB each); a grammar past it is a 400");
+  s->add_option("--grammar-cache-mib", a->grammar_cache_mib,
+                "structured outputs: token-cache MiB per grammar; a grammar past it is a 400");
   reg.add(s, [a] { return run_serve(*a); });
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "server/generation.h"
 #include "server/openai_types.h"
 #include "server/structured.h"
 #include "grammar/matcher.h"
@@ -162,6 +163,31 @@ TEST(ConstraintCompiler, LongStringsCompileAndExponentialPatternsAreRefused) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("too complex"), std::string_view::npos) << bad.status().to_string();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(60)) << "the budget bounds the time";
+}
+
+// The server's grammar budgets (ServerConfig::grammar) reach the compiler: the maxLength 2000
+// string that the default budget compiles is refused under a budget of 1M classification steps,
+// and a ServerConfig with a zero budget is invalid.
+TEST(ConstraintCompiler, ServerGrammarBudgetsReachTheCompiler) {
+  auto tok = tokenizer::Tokenizer::from_path(std::string(DI_TEST_DATA_DIR) + "/tokenizer/tokenizer.json");
+  ASSERT_TRUE(tok.is_ok());
+  grammar::CompilerOptions small;
+  small.max_classify_steps = int64_t{1} << 20;
+  ConstraintCompiler cc(**tok, *(*tok)->added_token_id(tokenizer::tokens::kEos), small);
+  const StructuredOutput long_string{Kind::kJsonSchema, R"({"type": "object", "properties": {"note": {"type": "string",
+    "maxLength": 2000}}, "required": ["note"]})"};
+  auto s = cc.compile(long_string);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.status().message().find("too complex"), std::string_view::npos) << s.status().to_string();
+  EXPECT_TRUE(cc.compile({Kind::kRegex, "yes|no"}).is_ok()) << "small grammars still compile";
+  ServerConfig cfg;
+  EXPECT_TRUE(cfg.validate().is_ok());
+  cfg.grammar.max_classify_steps = 0;
+  EXPECT_FALSE(cfg.validate().is_ok());
+  cfg = ServerConfig{};
+  cfg.grammar.max_cache_bytes = -1;
+  EXPECT_FALSE(cfg.validate().is_ok());
 }
 
 const char* kOneTool = R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
