@@ -268,10 +268,18 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
   return true;
 }
 
-size_t moe_route_gemm_workspace_bytes(int64_t T, int64_t d, int64_t E) {
-  auto up = [](size_t n) { return (n + 255) / 256 * 256; };
-  return kLtWorkspace + up(size_t(T) * 3 * d * 2) + up(size_t(E) * 3 * d * 2);
-}
+namespace {
+// moe_route_gemm's workspace: cuBLASLt's, then the three-part rows [T, 3d], then the gate [E, 3d].
+struct RouteWs {
+  size_t x3, w3, bytes;
+  RouteWs(int64_t T, int64_t d, int64_t E) {
+    auto up = [](size_t n) { return (n + 255) / 256 * 256; };
+    x3 = kLtWorkspace, w3 = x3 + up(size_t(T) * 3 * d * 2), bytes = w3 + up(size_t(E) * 3 * d * 2);
+  }
+};
+}  // namespace
+
+size_t moe_route_gemm_workspace_bytes(int64_t T, int64_t d, int64_t E) { return RouteWs(T, d, E).bytes; }
 
 bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
                     float scaling, float* logits_ws, int32_t* experts, float* weights, void* workspace, void* stream) {
@@ -279,8 +287,9 @@ bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, 
   if (T <= 0) return true;
   if (!h || !gate || !logits_ws || !experts || !weights || !workspace) return fail("moe_route_gemm: null argument");
   auto* base = static_cast<unsigned char*>(workspace);
-  auto* x3 = reinterpret_cast<uint16_t*>(base + kLtWorkspace);
-  auto* w3 = reinterpret_cast<uint16_t*>(base + kLtWorkspace + (size_t(T) * 3 * d * 2 + 255) / 256 * 256);
+  const RouteWs ws(T, d, E);
+  auto* x3 = reinterpret_cast<uint16_t*>(base + ws.x3);
+  auto* w3 = reinterpret_cast<uint16_t*>(base + ws.w3);
   const cudaStream_t s = as_stream(stream);
   detail::launch_pdl(split_bf16x3_kernel, static_cast<unsigned>((T * d / 4 + 255) / 256), 256, 0, s, h, T, d, x3);
   if (!check_launch("split_bf16x3_kernel")) return false;

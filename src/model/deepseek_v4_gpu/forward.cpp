@@ -233,7 +233,7 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
   }
   t.split_rows = split > 0 ? split : (t.max_rows + 63) / 64 * 64;
   // The warpgroup-MMA kernel where the mma.sync one would run 64-head blocks (launches of more
-  // than half a wave of them: prefill, decode from batch ~32); never in batch-invariant mode,
+  // than half a wave of them: prefill, decode from batch ~23 at context 4k); never in batch-invariant mode,
   // where a row's bits must not follow the launch size.
   t.wgmma = !c_.numerics.batch_invariant && tuning_.attn_wgmma;
   DI_ASSIGN_OR_RETURN(void* aws, scratch_.get(kAttnWs, std::max<size_t>(dc::decode_attention_workspace_bytes(t), 16)));

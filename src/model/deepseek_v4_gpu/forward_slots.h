@@ -32,7 +32,7 @@ inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 409
 inline constexpr int64_t kGroupedWgmmaMaxRows = 256;
 // Default mode: routers of more than this many rows take their logits from one bf16 GEMM of
 // exact three-part rows (moe_route_gemm) instead of moe_route's fp32 kernel (10-20 TFLOP/s at
-// prefill sizes); decode batches up to 256 keep the kernel.
+// prefill sizes); decode batches up to 256 keep the kernel, whose bits do not depend on the rows.
 inline constexpr int64_t kRouteGemmRows = 256;
 
 }  // namespace deepinfer::v4gpu::fwd
