@@ -19,6 +19,31 @@ run_tests() {
   done
 }
 
+# run_sanitized DIR BOX_S SPEC... runs compute-sanitizer (the CUDA toolkit's, found beside nvcc)
+# over carried test binaries, within BOX_S seconds in all. SPEC is TOOL:TEST:FILTER (TOOL memcheck,
+# racecheck, synccheck or initcheck; FILTER a gtest filter), e.g.
+# "memcheck:cuda_attn_lt_test:CudaAttention.*". Output in $OUT/san-TOOL-TEST.txt; prints each run's
+# error summary and its first reports; sets SAN_RC to 1 if any run reported errors or failed.
+run_sanitized() {
+  local dir=$1 end=$(($2 + SECONDS)) spec tool t filter left rc san
+  shift 2
+  SAN_RC=0
+  san=$(command -v compute-sanitizer || echo "$(dirname "$(command -v nvcc)")/compute-sanitizer")
+  [ -x "$san" ] || { echo "compute-sanitizer: not found"; SAN_RC=1; return; }
+  for spec in "$@"; do
+    IFS=: read -r tool t filter <<< "$spec"
+    left=$((end - SECONDS))
+    [ -x "$dir/$t" ] || { echo "$spec: not carried"; SAN_RC=1; continue; }
+    [ "$left" -gt 5 ] || { echo "$spec: skipped (box spent)"; continue; }
+    timeout "$left" "$san" --tool "$tool" --error-exitcode 99 --print-limit 20 "$dir/$t" --gtest_filter="${filter:-*}" \
+      > "$OUT/san-$tool-$t.txt" 2>&1
+    rc=$?
+    [ $rc -eq 0 ] || SAN_RC=1
+    echo "$spec rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$tool-$t.txt" | tail -1)"
+    grep -E "^========= (Invalid|Race|Barrier|Uninitialized|Program hit|Error)|^=========     at " "$OUT/san-$tool-$t.txt" | head -8
+  done
+}
+
 # run_benches DEEPINFER BOX_S: `DEEPINFER bench --device cuda ARGS --json $OUT/bench-NAME.json` for
 # each line "NAME ARGS" of $BENCH_CONFIGS within BOX_S seconds in all (output $OUT/bench-NAME.txt),
 # printing each run's result lines. A NAME "P-REST" runs the carried deepinfer-P instead when

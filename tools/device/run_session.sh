@@ -3,6 +3,8 @@
 # tools/device/pack_bins.sh carries them and the libraries the machine lacks in .device-bin):
 #   1. the carried CUDA test binaries named in TESTS (default: every .device-bin/bin/cuda_*_test),
 #      each time-boxed within TESTS_S seconds in all;
+#   1b. with SANITIZE="TOOL:TEST:FILTER[;...]": compute-sanitizer over those tests (run_sanitized
+#      in loops.sh), within SAN_S seconds in all;
 #   2. `deepinfer bench --device cuda ARGS` for each line "NAME ARGS" of BENCH_CONFIGS, within
 #      BENCH_S seconds in all (JSON per line);
 #   2b. with OPS_BENCH="ARGS[;ARGS...]" and cuda_ops_bench carried: the op bench (ARGS "moe": the
@@ -38,6 +40,12 @@ TESTS=${TESTS:-$(cd .device-bin/bin && ls cuda_*_test 2>/dev/null | tr '\n' ' ')
 source tools/device/loops.sh
 # shellcheck disable=SC2086
 run_tests .device-bin/bin "${TESTS_S:-200}" $TESTS
+
+if [ -n "${SANITIZE:-}" ]; then
+  log "compute-sanitizer (box ${SAN_S:-120} s in all)"
+  IFS=';' read -ra SAN_SPECS <<< "$SANITIZE"
+  run_sanitized .device-bin/bin "${SAN_S:-120}" "${SAN_SPECS[@]}"
+fi
 
 if [ -n "${OPS_BENCH:-}" ] && [ -x .device-bin/bin/cuda_ops_bench ]; then
   log "cuda_ops_bench $OPS_BENCH with ${OPS_BINS:-cuda_ops_bench} (box ${OPS_S:-90} s in all)"
