@@ -275,6 +275,17 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
   std::printf("routing: %d tokens compared, %d with near-ties skipped\n", checked, skipped);
 }
 
+// moe_route_gemm's workspace (host arithmetic, runs without a device): GEMMs of at most 2048
+// rows, so an 8k-token prefill chunk needs cuBLASLt's 32 MB + 2048 x 3d bf16 + the tripled gate,
+// not 8192 x 3d (192 MB at d = 4096).
+TEST(CudaLayerOps, RouteGemmWorkspaceIsBounded) {
+  const int64_t d = 4096, E = 256, MiB = int64_t(1) << 20;
+  const auto at = [&](int64_t T) { return static_cast<int64_t>(dc::moe_route_gemm_workspace_bytes(T, d, E)); };
+  EXPECT_EQ(at(8192), at(2048));
+  EXPECT_EQ(at(2048), 32 * MiB + 2048 * 3 * d * 2 + E * 3 * d * 2);
+  EXPECT_LT(at(300), at(2048));
+}
+
 // Router logits / experts / weights of a row alone (T = 1: the decode tile) == the same row
 // inside T = 7, 64, 128, 300, 4100 (the 8x16, 8x32 and 16x32 tiles), bit for bit.
 TEST(CudaLayerOps, RouteRowInvariance) {
@@ -726,9 +737,12 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
   std::shuffle(slot.begin(), slot.end(), rng);
   std::vector<int32_t> token_of(R);
   for (int64_t i = 0; i < R; ++i) token_of[slot[i]] = static_cast<int32_t>(i);
-  const std::vector<float> nan_y(R * d, NAN);
-  Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * d), xs(R * d / 128 * 4), a32(R * I * 4);
-  Dev a8(R * I), as(R * I / 128 * 4), y(nan_y.data(), R * d * 4);
+  // y and a32 start as NaN, with kGuard NaN rows past the last expert's (whose group is padded:
+  // the callers put a group that is not a multiple of its width last), which must stay NaN.
+  constexpr int64_t kGuard = 128;
+  const std::vector<float> nan_y((R + kGuard) * d, NAN), nan_a((R + kGuard) * I, NAN);
+  Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * d), xs(R * d / 128 * 4), a32(nan_a.data(), nan_a.size() * 4);
+  Dev a8(R * I), as(R * I / 128 * 4), y(nan_y.data(), nan_y.size() * 4);
   std::vector<dc::Mxfp4Group> g13, g2;
   int64_t row0 = 0;
   for (size_t e = 0; e < rows.size(); row0 += rows[e], ++e) {
@@ -750,6 +764,13 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
       << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const auto gy = download<float>(y, R * d), ga = download<float>(a32, R * I);
+  {
+    const auto all_y = download<float>(y, (R + kGuard) * d), all_a = download<float>(a32, (R + kGuard) * I);
+    EXPECT_TRUE(std::all_of(all_y.begin() + R * d, all_y.end(), [](float v) { return std::isnan(v); }))
+        << "w2 wrote past the last group's rows (padding rows)";
+    EXPECT_TRUE(std::all_of(all_a.begin() + R * I, all_a.end(), [](float v) { return std::isnan(v); }))
+        << "w13 wrote past the last group's rows (padding rows)";
+  }
   // Rows [n, K] of e4m3 in the kernels' K order with scales [K / 128, n], back to plain floats.
   auto dequant_rows = [](const std::vector<uint8_t>& q, const std::vector<float>& sc, int64_t n, int64_t K) {
     std::vector<float> out(n * K);
@@ -801,7 +822,7 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
     auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
       tile64_copy(tiles, w, sc, N, K, wt, st);
     };
-    Dev yt(nan_y.data(), R * d * 4), at32(R * I * 4), at8(R * I), ats(R * I / 128 * 4);
+    Dev yt(nan_y.data(), nan_y.size() * 4), at32(R * I * 4), at8(R * I), ats(R * I / 128 * 4);
     std::vector<dc::Mxfp4Group> t13 = g13, t2 = g2;
     for (size_t e = 0; e < rows.size(); ++e) {
       tile(ex[e].w1, ex[e].s1, I, d, t13[2 * e].w, t13[2 * e].scale);
@@ -828,9 +849,10 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
 TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(41);
-  expect_fp8_experts_match_cpu({1, 12, 20, 33, 64}, 64, rng);
+  // The last expert of each list fills its group only in part (padding rows must not be written).
+  expect_fp8_experts_match_cpu({1, 12, 64, 33, 20}, 64, rng);
   // 128-row groups (prefill): every width the one-block kernel takes (<= 64 rows run at 64).
-  expect_fp8_experts_match_cpu({128, 7, 65, 100, 64}, 128, rng);
+  expect_fp8_experts_match_cpu({128, 7, 64, 65, 100}, 128, rng);
   // Which weights fold into the e4m3 tables: bytes 121..124 do, one 126 does not.
   const int32_t one = 1;
   Dev f_ok(&one, 4), f_bad(&one, 4);

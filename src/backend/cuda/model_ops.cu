@@ -51,7 +51,9 @@ __global__ void split_bf16x3_kernel(const float* __restrict__ x, int64_t T, int6
     for (int p = 0; p < 3; ++p) {  // each part the rounding of what the ones before left (exact)
       const __nv_bfloat16 b = __float2bfloat16_rn(r);
       part[p][c] = __bfloat16_as_ushort(b);
-      r -= __bfloat162float(b);
+      // |x| past bf16's largest finite value (or inf) rounds hi to inf: the rest is 0, not
+      // inf - inf, so the logit is the reference's inf and not NaN.
+      r = isinf(__bfloat162float(b)) ? 0.f : r - __bfloat162float(b);
     }
   }
   uint16_t* o = out + t * 3 * d + j;
@@ -269,12 +271,17 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
 }
 
 namespace {
-// moe_route_gemm's workspace: cuBLASLt's, then the three-part rows [T, 3d], then the gate [E, 3d].
+// moe_route_gemm's rows per GEMM: the three-part rows of a whole 8k-token chunk would take 192 MB
+// of workspace (at d = 4096) for no more speed than GEMMs of 2048 rows.
+constexpr int64_t kRouteGemmMaxRows = 2048;
+// moe_route_gemm's workspace: cuBLASLt's, then the three-part rows [min(T, kRouteGemmMaxRows), 3d],
+// then the gate [E, 3d].
 struct RouteWs {
   size_t x3, w3, bytes;
   RouteWs(int64_t T, int64_t d, int64_t E) {
     auto up = [](size_t n) { return (n + 255) / 256 * 256; };
-    x3 = kLtWorkspace, w3 = x3 + up(size_t(T) * 3 * d * 2), bytes = w3 + up(size_t(E) * 3 * d * 2);
+    const size_t rows = size_t(std::min(T, kRouteGemmMaxRows));
+    x3 = kLtWorkspace, w3 = x3 + up(rows * 3 * d * 2), bytes = w3 + up(size_t(E) * 3 * d * 2);
   }
 };
 }  // namespace
@@ -291,11 +298,15 @@ bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, 
   auto* x3 = reinterpret_cast<uint16_t*>(base + ws.x3);
   auto* w3 = reinterpret_cast<uint16_t*>(base + ws.w3);
   const cudaStream_t s = as_stream(stream);
-  detail::launch_pdl(split_bf16x3_kernel, static_cast<unsigned>((T * d / 4 + 255) / 256), 256, 0, s, h, T, d, x3);
-  if (!check_launch("split_bf16x3_kernel")) return false;
   detail::launch_pdl(repeat3_bf16_kernel, static_cast<unsigned>((E * d / 8 + 255) / 256), 256, 0, s, gate, E, d, w3);
   if (!check_launch("repeat3_bf16_kernel")) return false;
-  if (!bf16_linear_lt(x3, T, w3, E, 3 * d, logits_ws, false, base, stream)) return false;
+  for (int64_t t0 = 0; t0 < T; t0 += kRouteGemmMaxRows) {  // rows are independent
+    const int64_t m = std::min(kRouteGemmMaxRows, T - t0);
+    detail::launch_pdl(split_bf16x3_kernel, static_cast<unsigned>((m * d / 4 + 255) / 256), 256, 0, s, h + t0 * d, m, d,
+                       x3);
+    if (!check_launch("split_bf16x3_kernel")) return false;
+    if (!bf16_linear_lt(x3, m, w3, E, 3 * d, logits_ws + t0 * E, false, base, stream)) return false;
+  }
   return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
 }
 
