@@ -519,6 +519,9 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   bad = {};
   bad.fp8_wgmma_rows = -2;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
+  bad = {};
+  bad.moe_fp8_max_rows = 96;
+  EXPECT_FALSE(model->set_tuning(bad).is_ok());
 }
 
 }  // namespace

@@ -77,6 +77,8 @@ int run_bench(const BenchArgs& a) {
   const int gr = a.tuning.moe_group_rows;
   if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
   if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
+  const int f8 = a.tuning.moe_fp8_max_rows;
+  if (f8 != 0 && f8 != 64 && f8 != 128) return usage_error("--moe-fp8-max-rows must be 0, 64 or 128");
   if (a.tuning.fp8_wgmma_rows < -1) return usage_error("--fp8-wgmma-rows must be -1 (never), 0 (the default) or a count");
   const int hb = a.tuning.attn_heads_per_block;
   if (hb != 0 && hb != 16 && hb != 64) return usage_error("--attn-heads-per-block must be 0, 16 or 64");
@@ -98,12 +100,9 @@ int run_bench(const BenchArgs& a) {
   if (int rc = check_device_flag("bench", a.device)) return rc;
   const bool cpu = a.device == "cpu";
   const CudaTuning untuned;
-  if (cpu && (a.tuning.moe_group_rows != 0 || a.tuning.moe_wide_rows != 0 || a.tuning.profile || a.host_sampling ||
-              a.tuning.moe_wgmma != untuned.moe_wgmma || a.tuning.moe_wgmma_exact != untuned.moe_wgmma_exact ||
-              a.tuning.moe_fp8 != untuned.moe_fp8 || a.tuning.fp8_wgmma_rows != 0 ||
-              a.tuning.attn_heads_per_block != untuned.attn_heads_per_block || a.tuning.attn_wgmma != untuned.attn_wgmma))
-    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --fp8-wgmma-rows, "
-                       "--attn-heads-per-block, --no-attn-wgmma, "
+  if (cpu && (a.tuning != untuned || a.host_sampling))
+    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
+                       "--no-route-gemm, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -310,6 +309,8 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wgmma", a.tuning.moe_wgmma},
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
                      {"moe_fp8", a.tuning.moe_fp8},
+                     {"moe_fp8_max_rows", a.tuning.moe_fp8_max_rows},
+                     {"route_gemm", a.tuning.route_gemm},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
@@ -372,6 +373,11 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: the wgmma expert kernels' variant for any scales even when every scale folds");
   b->add_flag("!--no-moe-fp8", a->tuning.moe_fp8,
               "--device cuda: routed-expert groups on the f16 wgmma kernels instead of the FP8 ones");
+  b->add_option("--moe-fp8-max-rows", a->tuning.moe_fp8_max_rows,
+                "--device cuda: the FP8 expert kernels for groups of up to this many rows, 64 or 128 (0: the default, "
+                "128; prefill's 128-row groups then take the f16 wgmma kernel)");
+  b->add_flag("!--no-route-gemm", a->tuning.route_gemm,
+              "--device cuda: prefill's router logits on the fp32 kernel instead of one bf16 GEMM of three-part rows");
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
                 "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
                 "-1: never)");

@@ -7,7 +7,9 @@
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_sixteenth.sh")
 # Order: every CUDA test (the new kernels' tests included), compute-sanitizer on the new kernels'
 # tests, the op bench's expert rows, then each model shape with the new paths against the old ones
-# (--no-moe-fp8 --no-attn-wgmma) in the same call. About 580 s in all.
+# in the same call: the 8k prefill with each new path off in turn (--moe-fp8-max-rows 64: 128-row
+# groups back on the f16 kernel; --no-route-gemm; all three off), the decode shapes with
+# --no-attn-wgmma. About 580 s in all.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export TESTS="cuda_attn_lt_test cuda_layer_ops_test cuda_v4_model_test cuda_ops_test cuda_model_ops_test cuda_v4_synthetic_test cuda_v4_engine_test cuda_sampling_test cuda_compress_test"
@@ -18,7 +20,9 @@ export OPS_BENCH="moe:256:192;moe:32:48" OPS_S=${OPS_S:-45}
 export BENCH_S=${BENCH_S:-230}
 F4="--synthetic v4-flash:4"
 export BENCH_CONFIGS="p8k $F4 --batch 1 --prompt-len 8192 --gen-len 4
-p8kold $F4 --batch 1 --prompt-len 8192 --gen-len 4 --no-moe-fp8 --no-attn-wgmma
+p8kfp64 $F4 --batch 1 --prompt-len 8192 --gen-len 4 --moe-fp8-max-rows 64
+p8knoroute $F4 --batch 1 --prompt-len 8192 --gen-len 4 --no-route-gemm
+p8kold $F4 --batch 1 --prompt-len 8192 --gen-len 4 --moe-fp8-max-rows 64 --no-attn-wgmma --no-route-gemm
 ep256 --synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4
 ep256old --synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4 --no-attn-wgmma
 b32 $F4 --batch 32 --prompt-len 4096 --gen-len 16

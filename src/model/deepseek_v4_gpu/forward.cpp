@@ -400,7 +400,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     }
     // The router still scores in hash layers (the weights); tid2eid picks the experts there.
     int32_t* const chosen = L.hash ? ex_scratch : experts;
-    if (!c_.numerics.batch_invariant && n > kRouteGemmRows) {
+    if (!c_.numerics.batch_invariant && tuning_.route_gemm && n > kRouteGemmRows) {
       DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
       DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts,
                                      rws, stream_));
@@ -418,7 +418,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
     // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
     // its one-block kernel.
-    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable;
+    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable && gr <= (tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128);
     if (fp8) {
       DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
       DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
