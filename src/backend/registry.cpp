@@ -7,6 +7,7 @@ std::vector<std::string> list_devices();
 double measure_copy_bandwidth();
 void profiler_range(bool start);
 double measure_fp8_tflops();
+double measure_bf16_tflops();
 }
 #endif
 
@@ -33,6 +34,14 @@ double cuda_copy_bandwidth_gb_s() {
 double cuda_fp8_tflops() {
 #if DI_HAS_CUDA
   return cuda::measure_fp8_tflops();
+#else
+  return 0.0;
+#endif
+}
+
+double cuda_bf16_tflops() {
+#if DI_HAS_CUDA
+  return cuda::measure_bf16_tflops();
 #else
   return 0.0;
 #endif

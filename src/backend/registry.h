@@ -19,6 +19,9 @@ double cuda_copy_bandwidth_gb_s();
 /// device_info.cu; ~0.5 GB of buffers, freed before it returns). 0 without the CUDA backend or a
 /// device, or on any failure.
 double cuda_fp8_tflops();
+/// Dense bf16 tensor rate of the current CUDA device in TFLOP/s: cuBLASLt's bf16 GEMM
+/// (bf16_linear_lt) at 8192^3, measured as cuda_fp8_tflops (cuda::measure_bf16_tflops; ~0.4 GB).
+double cuda_bf16_tflops();
 
 /// Marks the start (true) or end (false) of the span a profiler started with "profile from start
 /// off" records (cudaProfilerStart / cudaProfilerStop; e.g. `ncu --profile-from-start off`); a

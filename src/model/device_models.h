@@ -14,6 +14,7 @@
 #include "core/result.h"
 #include "core/status.h"
 #include "model/deepseek_v4/config.h"
+#include "model/deepseek_v4/decode_floor.h"
 #include "model/deepseek_v4/prefill_flops.h"
 #include "model/numerics.h"
 
@@ -45,6 +46,10 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t con
 /// v4::prefill_flops of the config of a model load_cuda_model / synthetic_cuda_model made, for
 /// one prompt of `tokens_per_prompt` tokens (the bench's compute floor); an error for other models.
 Result<v4::PrefillFlops> cuda_prefill_flops(const Model& m, int64_t tokens_per_prompt);
+
+/// v4::decode_part_floors of the config of a model load_cuda_model / synthetic_cuda_model made: the
+/// floor of a decode step by the parts its profile names (`deepinfer bench --profile`).
+Result<std::vector<v4::DecodePartFloor>> cuda_decode_part_floors(const Model& m, int64_t batch, int64_t context);
 
 /// Where a CUDA model's forwards spent their wall time, summed since the last reset: host
 /// preparation (inputs packed, state room reserved, uploaded), the device's work (launch to

@@ -1,9 +1,6 @@
 // load_cuda_model in a build with the CUDA backend (see device_models.h).
 #include "model/device_models.h"
 
-#include <algorithm>
-#include <cmath>
-
 #include "model/deepseek_v4_gpu/gpu_model.h"
 
 namespace deepinfer {
@@ -24,9 +21,8 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& model, int64_t batch, int64_t
   const v4::V4Config& c = m->config();
   const v4gpu::GpuWeights& w = m->weights();
   DecodeBytes b;
-  const double B = static_cast<double>(batch), T = static_cast<double>(context);
-  const double E = static_cast<double>(c.n_routed_experts), k = static_cast<double>(c.experts_per_tok);
-  const double distinct = E * (1.0 - std::pow(1.0 - k / E, B));
+  const double B = static_cast<double>(batch);
+  const double distinct = v4::expected_distinct_experts(c, batch);
   double all_experts = 0, tables = 0;
   for (const v4gpu::GpuLayer& L : w.layers) {
     double one = 0;
@@ -36,18 +32,7 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& model, int64_t batch, int64_t
     tables += static_cast<double>(L.tid2eid.bytes());
   }
   b.dense = static_cast<double>(w.bytes) - all_experts - static_cast<double>(w.embed.bytes()) - tables;
-  // Per sequence and layer (bf16 rows): the window ring, then the compressed entries attention
-  // and the indexer read.
-  const double D = static_cast<double>(c.head_dim), Di = static_cast<double>(c.index_head_dim);
-  double per_seq = 0;
-  for (int64_t l = 0; l < c.num_layers; ++l) {
-    per_seq += std::min(T + 1, static_cast<double>(c.window)) * D * 2;
-    const double n = std::floor((T + 1) / static_cast<double>(std::max<int64_t>(c.ratios[l], 1)));
-    if (c.attn_kinds[l] == v4::AttnKind::kHca) per_seq += n * D * 2;
-    if (c.attn_kinds[l] == v4::AttnKind::kCsa)
-      per_seq += std::min(n, static_cast<double>(c.index_topk)) * D * 2 + n * Di * 2;
-  }
-  b.state = B * per_seq;
+  b.state = B * v4::decode_state_bytes_per_sequence(c, context);
   b.weights = static_cast<double>(w.bytes);
   return b;
 }
@@ -56,6 +41,12 @@ Result<v4::PrefillFlops> cuda_prefill_flops(const Model& model, int64_t tokens_p
   const auto* m = dynamic_cast<const v4gpu::V4GpuModel*>(&model);
   if (!m) return Status::invalid_argument("the prefill floor is computed for the deepseek_v4 CUDA model only");
   return v4::prefill_flops(m->config(), tokens_per_prompt);
+}
+
+Result<std::vector<v4::DecodePartFloor>> cuda_decode_part_floors(const Model& model, int64_t batch, int64_t context) {
+  const auto* m = dynamic_cast<const v4gpu::V4GpuModel*>(&model);
+  if (!m) return Status::invalid_argument("the decode floor is computed for the deepseek_v4 CUDA model only");
+  return v4::decode_part_floors(m->config(), batch, context);
 }
 
 Result<StepTimes> cuda_step_times(Model& model, bool reset) {

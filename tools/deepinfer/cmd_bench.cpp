@@ -12,6 +12,7 @@
 // Prompts prefill in chunks (--prefill-chunk); on cuda one-time costs are taken untimed first
 // (--no-warmup: none). Prints a table and optionally
 // writes JSON for bench/results/.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -108,6 +109,8 @@ int run_bench(const BenchArgs& a) {
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   // cuda: the FP8 tensor rate of the prefill floor, also before the model loads (~0.5 GB).
   const double fp8_tflops = cpu ? 0.0 : cuda_fp8_tflops();
+  // --profile: the bf16 rate too, for the floors of the parts (decode_part_floors).
+  const double bf16_tflops = cpu || !a.tuning.profile ? 0.0 : cuda_bf16_tflops();
   LoadOptions lo;
   lo.device = a.device;
   Result<std::unique_ptr<Model>> model = Status::internal("no model");
@@ -268,13 +271,31 @@ int run_bench(const BenchArgs& a) {
                 eng->overlap.decode_tokens && eng->sync.decode_tokens ? "" : " (no such window: raise --gen-len)");
   nlohmann::json profile = nlohmann::json::array();
   if (!parts.parts_s.empty()) {
+    // Each device part's floor (v4::decode_part_floors at the decode floor's context: its bytes
+    // over the copy rate or its FLOPs over the FP8 / bf16 rates measured in this run).
+    std::vector<v4::DecodePartFloor> floors;
+    if (!cpu) {
+      auto f = cuda_decode_part_floors(m, a.batch, a.prompt_len + a.gen_len / 2);
+      if (f.is_ok()) floors = *f;
+    }
     double sum = 0;
     for (const auto& [name, s] : parts.parts_s) sum += s;
     std::printf("decode time by part (host preparation; with --profile the device too, eager and synchronised "
-                "per part; ms per step, share):\n");
+                "per part; ms per step, share; floor: bytes / %.0f GB/s or FLOPs / %.0f FP8, %.0f bf16 TFLOP/s):\n",
+                bw, fp8_tflops, bf16_tflops);
     for (const auto& [name, s] : parts.parts_s) {
-      std::printf("  %-58s %8.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
-      profile.push_back({{"part", name}, {"ms", s * per}});
+      nlohmann::json row{{"part", name}, {"ms", s * per}};
+      const auto f = std::find_if(floors.begin(), floors.end(), [&](const v4::DecodePartFloor& x) { return x.part == name; });
+      const double floor = f == floors.end() ? 0.0 : f->floor_s(bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12) * 1e3;
+      if (floor > 0) {
+        std::printf("  %-58s %8.3f ms  %5.1f%%  floor %7.3f ms  %6.1fx\n", name.c_str(), s * per,
+                    sum > 0 ? 100 * s / sum : 0.0, floor, s * per / floor);
+        row["floor_ms"] = floor, row["x_floor"] = s * per / floor;
+        row["floor_bytes"] = f->bytes(), row["floor_fp8_flops"] = f->fp8_flops, row["floor_bf16_flops"] = f->bf16_flops;
+      } else {
+        std::printf("  %-58s %8.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
+      }
+      profile.push_back(std::move(row));
     }
   }
   if (!a.json_out.empty()) {
@@ -334,6 +355,7 @@ int run_bench(const BenchArgs& a) {
     // Prefill floor (cuda; null on cpu or when the rate was not measured): prefill_flops is one
     // prompt's, the floor batch x that over fp8_tflops.
     j["fp8_tflops"] = fp8_tflops > 0 ? nlohmann::json(fp8_tflops) : nlohmann::json(nullptr);
+    j["bf16_tflops"] = bf16_tflops > 0 ? nlohmann::json(bf16_tflops) : nlohmann::json(nullptr);
     j["prefill_flops"] = cpu ? nlohmann::json(nullptr) : nlohmann::json(pf.total());
     j["prefill_floor_ms"] = prefill_floor_ms > 0 ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
     if (!cpu)

@@ -11,11 +11,13 @@
 #include "backend/cuda/model_ops.h"
 #include "backend/cuda/token_feed.h"
 #include "core/log.h"
+#include "model/deepseek_v4/decode_floor.h"
 #include "model/deepseek_v4_gpu/forward_slots.h"
 
 namespace deepinfer::v4gpu {
 
 namespace dc = deepinfer::cuda;
+namespace part = v4::part;  // the profile's part names (decode_floor.h)
 
 using namespace fwd;
 
@@ -266,7 +268,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn, stream_));
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa));
   DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan, stream_));
-  DI_TRY(mark("attn: mHC pre, norm, wq_a, q norm"));
+  DI_TRY(mark(part::kAttnPre));
   // Independent paths on their own streams, joined before attention:
   //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
   //   lane 1  decode rows' KV compressor
@@ -280,9 +282,9 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
   if (dec.n > 0)  // position p at slot p % W
     DI_CUDA_TRY(dc::rows_to_rings(a.kv, dec.n, D, dec.layers[l].rings, a.pos, c_.window, st(0)));
-  DI_TRY(mark("attn: wkv, kv norm, rope, window rings"));
+  DI_TRY(mark(part::kAttnKv));
   if (dec.n > 0) DI_TRY(decode_compress(L, l, dec, a, 1));
-  DI_TRY(mark("attn: compressor step (decode)"));
+  DI_TRY(mark(part::kAttnCompressor));
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2));
@@ -290,17 +292,17 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
                             L.inv_freq.as<float>(), st(2)));
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
-  DI_TRY(mark("attn: indexer (q, compressor step, weights)"));
+  DI_TRY(mark(part::kAttnIndexer));
   DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
   // per-head RMS (unweighted), RoPE on the last R dims, bf16: one pass
   DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
                                       L.inv_freq.as<float>(), a.q16, stream_));
   DI_TRY(join(kLanes));
-  DI_TRY(mark("attn: wq_b, q norm, rope"));
+  DI_TRY(mark(part::kAttnQ));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
     DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
-  DI_TRY(mark("attn: attention (top-k select + sparse attention)"));
+  DI_TRY(mark(part::kAttnCore));
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
   DI_ASSIGN_OR_RETURN(const bool grouped, linear_grouped(a.ao, T, L.wo_a, G, a.oa2));
@@ -319,10 +321,10 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_TRY(join(kWoLanes));
     DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));
   }
-  DI_TRY(mark("attn: grouped wo_a"));
+  DI_TRY(mark(part::kAttnWoA));
   DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
-  return mark("attn: wo_b, mHC post");
+  return mark(part::kAttnPost);
 }
 
 // The wide expert kernels (weights read once per group of up to 64 rows; 128 on wgmma) from
@@ -344,14 +346,14 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
                          static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_));
   DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h, stream_));
-  DI_TRY(mark("moe: mHC pre, norm"));
+  DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
   DI_TRY(fork(1));
   DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0));
   DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0));
   DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
-  DI_TRY(mark("moe: shared expert"));
+  DI_TRY(mark(part::kMoeShared));
   // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
   const int64_t from = wide_experts_from();
   const bool can_wide = from != std::numeric_limits<int64_t>::max();
@@ -426,7 +428,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(uint8_t* a8, buf<uint8_t>(kA8, Rm * I));
       DI_ASSIGN_OR_RETURN(float* as8, buf<float>(kAs8, Rm * I / 128));
       DI_CUDA_TRY(dc::moe_rows_fp8(h, n, k, d, slot_pos, x8, xs8, R, stream_));
-      DI_TRY(mark("moe: routing, groups, permute"));
+      DI_TRY(mark(part::kMoeRouting));
       DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_));
       DI_CUDA_TRY(dc::moe_rows_fp8(a32, R, 1, I, nullptr, a8, as8, R, stream_));
       DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, layout, stream_));
@@ -434,7 +436,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
       DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));
       DI_CUDA_TRY(dc::moe_permute_f16(h, n, k, d, slot_pos, xp16, stream_));
-      DI_TRY(mark("moe: routing, groups, permute"));
+      DI_TRY(mark(part::kMoeRouting));
       if (wg) {  // warpgroup MMA, groups of up to 128 rows
         const dc::Mxfp4Scales fold =
             L.experts_foldable && !tuning_.moe_wgmma_exact ? dc::Mxfp4Scales::foldable : dc::Mxfp4Scales::any;
@@ -446,17 +448,17 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       }
     } else {
       DI_CUDA_TRY(dc::moe_permute(h, n, k, d, slot_pos, xp, stream_));
-      DI_TRY(mark("moe: routing, groups, permute"));
+      DI_TRY(mark(part::kMoeRouting));
       DI_CUDA_TRY(dc::mxfp4_linear_grouped(g13, 2 * gn, mm, I, d, layout, stream_));
       DI_CUDA_TRY(dc::swiglu(gp, up, I, R, I, limit, ap, stream_));
       DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, layout, stream_));
     }
-    DI_TRY(mark("moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)"));
+    DI_TRY(mark(part::kMoeExperts));
     if (t0 == 0) DI_TRY(join(1));
     DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));
   }
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
-  return mark("moe: combine, mHC post");
+  return mark(part::kMoeCombine);
 }
 
 // Final mHC collapse, norm and head over each run's logits rows (the last token, or every token
@@ -493,31 +495,31 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
 // bucket), so it can be captured as a graph.
 Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a) {
   const int64_t d = c_.hidden, n = c_.hc_mult;
-  DI_TRY(mark(nullptr));  // the profile's start
+  DI_TRY(mark({}));  // the profile's start
   DI_CUDA_TRY(dc::embed_rows(w_.embed.as<uint16_t>(), c_.vocab_size, d, a.ids, a.T, a.e, nullptr, stream_));
   DI_CUDA_TRY(dc::expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
-  DI_TRY(mark("embedding"));
+  DI_TRY(mark(part::kEmbedding));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
     DI_TRY(moe(w_.layers[l], a).with_context("layer " + std::to_string(l) + " moe"));
   }
   DI_TRY(head(runs, idx, a));
-  return mark("head (mHC collapse, norm, logits)");
+  return mark(part::kHead);
 }
 
-Status Forward::mark(const char* part) {
+Status Forward::mark(std::string_view part) {
   if (!tuning_.profile) return Status::ok();
   DI_CUDA_TRY(dc::synchronize());
   const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  if (part) add_part(part, now - last_mark_s_);
+  if (!part.empty()) add_part(part, now - last_mark_s_);
   last_mark_s_ = now;
   return Status::ok();
 }
 
-void Forward::add_part(const char* part, double s) {
+void Forward::add_part(std::string_view part, double s) {
   auto& parts = times_.parts_s;
   auto it = std::find_if(parts.begin(), parts.end(), [&](const auto& p) { return p.first == part; });
-  if (it == parts.end()) it = parts.insert(parts.end(), {part, 0.0});
+  if (it == parts.end()) it = parts.insert(parts.end(), {std::string(part), 0.0});
   it->second += s;
 }
 
@@ -648,7 +650,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
   L.slot = slot;
   StepSlot& S = slots_[slot];
   L.t_begin = Clock::now();
-  DI_TRY(mark(nullptr));
+  DI_TRY(mark({}));
   const int64_t W = c_.window;
   L.order = processing_order(batch);
   Acts& a = L.a;

@@ -14,6 +14,7 @@
 #include <set>
 #include <tuple>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -133,9 +134,9 @@ class Forward {
   Status ensure_stream();
   void drop_graphs();
   /// With tuning_.profile: waits for the device and adds the time since the last mark to `part`.
-  Status mark(const char* part);
+  Status mark(std::string_view part);  // v4::part names; empty: the start
   /// Adds `s` seconds to StepTimes::parts_s[part].
-  void add_part(const char* part, double s);
+  void add_part(std::string_view part, double s);
 
   const v4::V4Config& c_;
   const GpuWeights& w_;
