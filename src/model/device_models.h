@@ -78,7 +78,8 @@ struct CudaTuning {
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
   bool moe_fp8 = true;     // expert groups (<= 128 rows) on the FP8 kernels (e4m3 rows, as the reference) where the scales fold
   int moe_fp8_max_rows = 0;  // the FP8 expert kernels for groups of up to 64 or 128 rows (prefill's); 0: 128
-  bool route_gemm = true;  // routers of more than 256 rows (prefill) take their logits from one bf16 GEMM (moe_route_gemm)
+  int route_gemm_rows = 0;  // routers of more than this many rows take their logits from one bf16 GEMM
+                            // (moe_route_gemm); 0: 256 (prefill chunks), -1: never
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel

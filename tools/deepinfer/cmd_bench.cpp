@@ -80,6 +80,7 @@ int run_bench(const BenchArgs& a) {
   if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
   const int f8 = a.tuning.moe_fp8_max_rows;
   if (f8 != 0 && f8 != 64 && f8 != 128) return usage_error("--moe-fp8-max-rows must be 0, 64 or 128");
+  if (a.tuning.route_gemm_rows < -1) return usage_error("--route-gemm-rows must be -1 (never), 0 (the default) or a count");
   if (a.tuning.fp8_wgmma_rows < -1) return usage_error("--fp8-wgmma-rows must be -1 (never), 0 (the default) or a count");
   const int hb = a.tuning.attn_heads_per_block;
   if (hb != 0 && hb != 16 && hb != 64) return usage_error("--attn-heads-per-block must be 0, 16 or 64");
@@ -103,7 +104,7 @@ int run_bench(const BenchArgs& a) {
   const CudaTuning untuned;
   if (cpu && (a.tuning != untuned || a.host_sampling))
     return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
-                       "--no-route-gemm, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, "
+                       "--route-gemm-rows, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -331,7 +332,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
                      {"moe_fp8", a.tuning.moe_fp8},
                      {"moe_fp8_max_rows", a.tuning.moe_fp8_max_rows},
-                     {"route_gemm", a.tuning.route_gemm},
+                     {"route_gemm_rows", a.tuning.route_gemm_rows},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
@@ -398,8 +399,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--moe-fp8-max-rows", a->tuning.moe_fp8_max_rows,
                 "--device cuda: the FP8 expert kernels for groups of up to this many rows, 64 or 128 (0: the default, "
                 "128; prefill's 128-row groups then take the f16 wgmma kernel)");
-  b->add_flag("!--no-route-gemm", a->tuning.route_gemm,
-              "--device cuda: prefill's router logits on the fp32 kernel instead of one bf16 GEMM of three-part rows");
+  b->add_option("--route-gemm-rows", a->tuning.route_gemm_rows,
+                "--device cuda: router logits of more than this many rows from one bf16 GEMM of three-part rows, "
+                "fewer on the fp32 kernel (0: the default, 256; -1: never)");
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
                 "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
                 "-1: never)");

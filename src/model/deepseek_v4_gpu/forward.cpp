@@ -402,7 +402,8 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     }
     // The router still scores in hash layers (the weights); tid2eid picks the experts there.
     int32_t* const chosen = L.hash ? ex_scratch : experts;
-    if (!c_.numerics.batch_invariant && tuning_.route_gemm && n > kRouteGemmRows) {
+    const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
+    if (!c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows) {
       DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
       DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts,
                                      rws, stream_));

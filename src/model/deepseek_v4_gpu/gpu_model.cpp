@@ -60,6 +60,9 @@ Status V4GpuModel::set_tuning(const CudaTuning& t) {
   if (t.moe_fp8_max_rows != 0 && t.moe_fp8_max_rows != 64 && t.moe_fp8_max_rows != 128)
     return Status::invalid_argument("moe fp8 max rows must be 0 (the default, 128), 64 or 128, not " +
                                     std::to_string(t.moe_fp8_max_rows));
+  if (t.route_gemm_rows < -1)
+    return Status::invalid_argument("route gemm rows must be -1 (never), 0 (the default) or a count, not " +
+                                    std::to_string(t.route_gemm_rows));
   if (t.moe_wide_rows < -1)
     return Status::invalid_argument("moe wide rows must be -1 (never), 0 (the default) or a count, not " +
                                     std::to_string(t.moe_wide_rows));
