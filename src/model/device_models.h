@@ -47,9 +47,9 @@ Result<DecodeBytes> cuda_decode_bytes(const Model& m, int64_t batch, int64_t con
 /// one prompt of `tokens_per_prompt` tokens (the bench's compute floor); an error for other models.
 Result<v4::PrefillFlops> cuda_prefill_flops(const Model& m, int64_t tokens_per_prompt);
 
-/// v4::decode_part_floors of the config of a model load_cuda_model / synthetic_cuda_model made: the
-/// floor of a decode step by the parts its profile names (`deepinfer bench --profile`).
-Result<std::vector<v4::DecodePartFloor>> cuda_decode_part_floors(const Model& m, int64_t batch, int64_t context);
+/// The config of a model load_cuda_model / synthetic_cuda_model made (for v4::decode_part_floors /
+/// prefill_part_floors: the floors of the parts its profile names); an error for other models.
+Result<v4::V4Config> cuda_v4_config(const Model& m);
 
 /// Where a CUDA model's forwards spent their wall time, summed since the last reset: host
 /// preparation (inputs packed, state room reserved, uploaded), the device's work (launch to

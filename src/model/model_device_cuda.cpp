@@ -43,10 +43,10 @@ Result<v4::PrefillFlops> cuda_prefill_flops(const Model& model, int64_t tokens_p
   return v4::prefill_flops(m->config(), tokens_per_prompt);
 }
 
-Result<std::vector<v4::DecodePartFloor>> cuda_decode_part_floors(const Model& model, int64_t batch, int64_t context) {
+Result<v4::V4Config> cuda_v4_config(const Model& model) {
   const auto* m = dynamic_cast<const v4gpu::V4GpuModel*>(&model);
-  if (!m) return Status::invalid_argument("the decode floor is computed for the deepseek_v4 CUDA model only");
-  return v4::decode_part_floors(m->config(), batch, context);
+  if (!m) return Status::invalid_argument("not a deepseek_v4 CUDA model");
+  return m->config();
 }
 
 Result<StepTimes> cuda_step_times(Model& model, bool reset) {

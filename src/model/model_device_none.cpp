@@ -23,8 +23,8 @@ Result<v4::PrefillFlops> cuda_prefill_flops(const Model&, int64_t) {
   return Status::unsupported("the prefill floor of a CUDA model needs the CUDA backend");
 }
 
-Result<std::vector<v4::DecodePartFloor>> cuda_decode_part_floors(const Model&, int64_t, int64_t) {
-  return Status::unsupported("the decode floor of a CUDA model needs the CUDA backend");
+Result<v4::V4Config> cuda_v4_config(const Model&) {
+  return Status::unsupported("the config of a CUDA model needs the CUDA backend");
 }
 
 Result<StepTimes> cuda_step_times(Model&, bool) {

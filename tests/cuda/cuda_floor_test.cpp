@@ -24,10 +24,10 @@ TEST(CudaFloor, PartsAddUpToTheDecodeFloor) {
   for (const int64_t B : {1, 64}) {
     for (const int64_t C : {100, 4096}) {
       auto db = cuda_decode_bytes(**model, B, C);
-      auto parts = cuda_decode_part_floors(**model, B, C);
-      ASSERT_TRUE(db.is_ok() && parts.is_ok());
+      auto cfg_of = cuda_v4_config(**model);
+      ASSERT_TRUE(db.is_ok() && cfg_of.is_ok());
       double weights = 0, state = 0;
-      for (const auto& p : *parts) weights += p.weight_bytes, state += p.state_bytes;
+      for (const auto& p : v4::decode_part_floors(*cfg_of, B, C)) weights += p.weight_bytes, state += p.state_bytes;
       std::printf("B %lld C %lld: parts' weights %.1f MB, uploaded %.1f MB; state %.1f MB\n", (long long)B, (long long)C,
                   weights / 1e6, (db->dense + db->experts) / 1e6, state / 1e6);
       EXPECT_DOUBLE_EQ(state, db->state);

@@ -71,6 +71,37 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
+struct Rates {
+  double bytes_per_s, fp8_flops_per_s, bf16_flops_per_s;
+};
+
+// Prints `t`'s parts (ms = seconds x `per`) under `title`, each with its floor where `floors` has
+// the part; returns them as JSON rows ({part, ms[, floor_ms, x_floor, floor_bytes, ...]}).
+nlohmann::json print_parts(const char* title, const StepTimes& t, double per,
+                           const std::vector<v4::DecodePartFloor>& floors, const Rates& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  if (t.parts_s.empty()) return rows;
+  double sum = 0;
+  for (const auto& [name, s] : t.parts_s) sum += s;
+  std::printf("%s; floor: bytes / %.0f GB/s or FLOPs / %.0f FP8, %.0f bf16 TFLOP/s):\n", title, r.bytes_per_s / 1e9,
+              r.fp8_flops_per_s / 1e12, r.bf16_flops_per_s / 1e12);
+  for (const auto& [name, s] : t.parts_s) {
+    nlohmann::json row{{"part", name}, {"ms", s * per}};
+    const auto f = std::find_if(floors.begin(), floors.end(), [&](const v4::DecodePartFloor& x) { return x.part == name; });
+    const double floor = f == floors.end() ? 0.0 : f->floor_s(r.bytes_per_s, r.fp8_flops_per_s, r.bf16_flops_per_s) * 1e3;
+    if (floor > 0) {
+      std::printf("  %-58s %9.3f ms  %5.1f%%  floor %8.3f ms  %6.1fx\n", name.c_str(), s * per,
+                  sum > 0 ? 100 * s / sum : 0.0, floor, s * per / floor);
+      row["floor_ms"] = floor, row["x_floor"] = s * per / floor;
+      row["floor_bytes"] = f->bytes(), row["floor_fp8_flops"] = f->fp8_flops, row["floor_bf16_flops"] = f->bf16_flops;
+    } else {
+      std::printf("  %-58s %9.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
 int run_bench(const BenchArgs& a) {
   if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
@@ -145,6 +176,7 @@ int run_bench(const BenchArgs& a) {
   // and 2 decode steps before the timed ones (--no-warmup: none).
   const bool warm = !cpu && a.warmup;
   double prefill_s = 0, decode_s = 0;
+  StepTimes prefill_parts;  // --profile: the timed prefill's device time by part
   auto run = [&]() -> Status {
     v4::ForwardOutput out;
     out.allow_lent_logits = true;  // as the engine: a CUDA model's pinned logits, no copy into `out`
@@ -156,6 +188,7 @@ int run_bench(const BenchArgs& a) {
     }
     std::vector<std::unique_ptr<ModelState>> states;
     std::vector<ModelInput> batch;
+    if (!cpu && a.tuning.profile) (void)cuda_step_times(m, true);  // the timed prefill's parts only
     const double t0 = now_s();
     for (auto& p : prompts) {
       states.push_back(m.new_state());
@@ -168,6 +201,10 @@ int run_bench(const BenchArgs& a) {
       batch.push_back({states.back().get(), {}, false});
     }
     prefill_s = now_s() - t0;
+    if (!cpu && a.tuning.profile) {
+      auto t = cuda_step_times(m, false);
+      if (t.is_ok()) prefill_parts = *t;
+    }
     std::vector<int32_t> next(a.batch);
     const int64_t untimed = warm ? std::min<int64_t>(a.gen_len, 2) : 0;
     // As the engine: a model that samples on its device does (greedy rows here), else the logits
@@ -270,35 +307,21 @@ int run_bench(const BenchArgs& a) {
                 eng->sync.decode_tokens_per_s > 0 ? eng->overlap.decode_tokens_per_s / eng->sync.decode_tokens_per_s : 0.0,
                 (long long)eng->overlap.decode_tokens, (long long)eng->sync.decode_tokens,
                 eng->overlap.decode_tokens && eng->sync.decode_tokens ? "" : " (no such window: raise --gen-len)");
-  nlohmann::json profile = nlohmann::json::array();
-  if (!parts.parts_s.empty()) {
-    // Each device part's floor (v4::decode_part_floors at the decode floor's context: its bytes
-    // over the copy rate or its FLOPs over the FP8 / bf16 rates measured in this run).
-    std::vector<v4::DecodePartFloor> floors;
-    if (!cpu) {
-      auto f = cuda_decode_part_floors(m, a.batch, a.prompt_len + a.gen_len / 2);
-      if (f.is_ok()) floors = *f;
-    }
-    double sum = 0;
-    for (const auto& [name, s] : parts.parts_s) sum += s;
-    std::printf("decode time by part (host preparation; with --profile the device too, eager and synchronised "
-                "per part; ms per step, share; floor: bytes / %.0f GB/s or FLOPs / %.0f FP8, %.0f bf16 TFLOP/s):\n",
-                bw, fp8_tflops, bf16_tflops);
-    for (const auto& [name, s] : parts.parts_s) {
-      nlohmann::json row{{"part", name}, {"ms", s * per}};
-      const auto f = std::find_if(floors.begin(), floors.end(), [&](const v4::DecodePartFloor& x) { return x.part == name; });
-      const double floor = f == floors.end() ? 0.0 : f->floor_s(bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12) * 1e3;
-      if (floor > 0) {
-        std::printf("  %-58s %8.3f ms  %5.1f%%  floor %7.3f ms  %6.1fx\n", name.c_str(), s * per,
-                    sum > 0 ? 100 * s / sum : 0.0, floor, s * per / floor);
-        row["floor_ms"] = floor, row["x_floor"] = s * per / floor;
-        row["floor_bytes"] = f->bytes(), row["floor_fp8_flops"] = f->fp8_flops, row["floor_bf16_flops"] = f->bf16_flops;
-      } else {
-        std::printf("  %-58s %8.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
-      }
-      profile.push_back(std::move(row));
-    }
+  // Each part's floor (v4::decode_part_floors / prefill_part_floors: its bytes over the copy rate
+  // or its FLOPs over the FP8 / bf16 rates measured in this run).
+  const Rates rates{bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12};
+  std::vector<v4::DecodePartFloor> decode_floors, prefill_floors;
+  if (auto cfg = cpu ? Result<v4::V4Config>(Status::unsupported("cpu")) : cuda_v4_config(m); cfg.is_ok()) {
+    decode_floors = v4::decode_part_floors(*cfg, a.batch, a.prompt_len + a.gen_len / 2);
+    prefill_floors = v4::prefill_part_floors(*cfg, a.batch, a.prompt_len);
   }
+  const nlohmann::json prefill_profile = print_parts(
+      "prefill time by part (--profile: eager, synchronised per part; ms for the whole prefill, share", prefill_parts,
+      1e3, prefill_floors, rates);
+  const nlohmann::json profile = print_parts(
+      "decode time by part (host preparation; with --profile the device too, eager and synchronised per part; ms per "
+      "step, share",
+      parts, per, decode_floors, rates);
   if (!a.json_out.empty()) {
     nlohmann::json j{{"model_dir", a.model_dir},
                      {"model", model_name},
@@ -338,6 +361,7 @@ int run_bench(const BenchArgs& a) {
                      {"attn_wgmma", a.tuning.attn_wgmma},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
+                     {"prefill_profile_ms", prefill_profile},
                      {"devices", list_devices()}};
     if (eng) {
       auto run_json = [](const EngineBenchRun& r) {
@@ -413,7 +437,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,
-              "--device cuda: device time of the decode steps by part (steps run eagerly, synchronised per part)");
+              "--device cuda: device time of the prefill and of the decode steps by part, each next to its floor (steps "
+              "run eagerly, synchronised per part)");
   b->add_flag("--engine", a->engine,
               "also decode --batch requests of --prompt-len random tokens and --gen-len tokens each through the "
               "serving engine, with the overlapped step loop on and off (steady-state decode tokens/s)");

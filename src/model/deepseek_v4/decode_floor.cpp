@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/deepseek_v4/prefill_flops.h"
+
 namespace deepinfer::v4 {
 
 namespace {
@@ -49,8 +51,14 @@ double decode_state_bytes_per_sequence(const V4Config& c, int64_t context) {
   return bytes;
 }
 
-std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch, int64_t context) {
-  const double B = static_cast<double>(std::max<int64_t>(batch, 0)), T = static_cast<double>(context);
+namespace {
+
+// The parts' weights and FLOPs of a forward over `tokens` new tokens (rows) in all; `distinct`
+// routed experts read per layer; `prefill`: the compressors' and the indexer's projections run
+// inside the attention part (attention_seq), at decode in their own parts. Attention's FLOPs and
+// the state are the callers'.
+std::vector<DecodePartFloor> linear_part_floors(const V4Config& c, double tokens, double distinct, bool prefill) {
+  const double B = tokens;
   const double d = static_cast<double>(c.hidden), H = static_cast<double>(c.num_heads);
   const double D = static_cast<double>(c.head_dim), qr = static_cast<double>(c.q_lora_rank);
   const double G = static_cast<double>(c.o_groups), OR = static_cast<double>(c.o_lora_rank);
@@ -59,7 +67,6 @@ std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch
   const double I = static_cast<double>(c.moe_inter), n = static_cast<double>(c.hc_mult);
   const double V = static_cast<double>(c.vocab_size), sharedI = I * static_cast<double>(c.n_shared_experts);
   const double one_expert = 3 * (I * d / 2 + I * d / 32);  // w1, w3, w2: e2m1 codes + an E8M0 byte per 32
-  const double distinct = expected_distinct_experts(c, batch);
   std::vector<DecodePartFloor> p;
   for (std::string_view name : {part::kEmbedding, part::kAttnPre, part::kAttnKv, part::kAttnCompressor, part::kAttnIndexer,
                                 part::kAttnQ, part::kAttnCore, part::kAttnWoA, part::kAttnPost, part::kMoePre,
@@ -78,33 +85,24 @@ std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch
     DecodePartFloor& kv = add(part::kAttnKv);
     kv.weight_bytes += fp8_bytes(D, d) + 4 * D;
     kv.fp8_flops += 2 * B * D * d;
-    DecodePartFloor& cmp = add(part::kAttnCompressor);
+    DecodePartFloor& cmp = add(prefill ? part::kAttnCore : part::kAttnCompressor);
     if (kind != AttnKind::kSliding) {
       const bool overlap = kind == AttnKind::kCsa;
       cmp.weight_bytes += compressor_bytes(D, overlap, ratio, d);
       cmp.bf16_flops += 2 * B * 2 * (overlap ? 2 : 1) * D * d;
     }
     DecodePartFloor& idx = add(part::kAttnIndexer);
+    DecodePartFloor& idx_cmp = add(prefill ? part::kAttnCore : part::kAttnIndexer);
     if (kind == AttnKind::kCsa) {
-      idx.weight_bytes += compressor_bytes(Di, true, ratio, d) + fp8_bytes(Hi * Di, qr) + bf16_bytes(Hi, d);
+      idx.weight_bytes += fp8_bytes(Hi * Di, qr);
       idx.fp8_flops += 2 * B * Hi * Di * qr;
-      idx.bf16_flops += 2 * B * (2 * 2 * Di * d + Hi * d);
+      idx_cmp.weight_bytes += compressor_bytes(Di, true, ratio, d) + bf16_bytes(Hi, d);
+      idx_cmp.bf16_flops += 2 * B * (2 * 2 * Di * d + Hi * d);
     }
     DecodePartFloor& q = add(part::kAttnQ);
     q.weight_bytes += fp8_bytes(H * D, qr);
     q.fp8_flops += 2 * B * H * D * qr;
-    // Attention: the rows each sequence attends (bf16), q.K and P.V over them for every head; CSA
-    // layers also score every closed entry's indexer key.
-    DecodePartFloor& core = add(part::kAttnCore);
-    core.weight_bytes += 4 * H;  // sinks
-    double rows = std::min(T + 1, static_cast<double>(c.window));
-    const double entries = std::floor((T + 1) / std::max(ratio, 1.0));
-    if (kind == AttnKind::kHca) rows += entries;
-    if (kind == AttnKind::kCsa) {
-      rows += std::min(entries, static_cast<double>(c.index_topk));
-      core.bf16_flops += 2 * B * Hi * Di * entries;
-    }
-    core.bf16_flops += 4 * B * H * D * rows;
+    add(part::kAttnCore).weight_bytes += 4 * H;  // sinks
     DecodePartFloor& woa = add(part::kAttnWoA);
     woa.weight_bytes += fp8_bytes(G * OR, H * D / std::max(G, 1.0));
     woa.fp8_flops += 2 * B * OR * H * D;
@@ -122,10 +120,36 @@ std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch
     ex.weight_bytes += distinct * one_expert;
     ex.fp8_flops += 2 * B * k * 3 * I * d;
   }
-  DecodePartFloor& head = add(part::kHead);
-  head.weight_bytes += 4 * (n * n * d + n + 1) + 4 * d + bf16_bytes(V, d);
-  head.bf16_flops += 2 * B * V * d;
-  add(part::kAttnCore).state_bytes = B * decode_state_bytes_per_sequence(c, context);
+  add(part::kHead).weight_bytes += 4 * (n * n * d + n + 1) + 4 * d + bf16_bytes(V, d);
+  return p;
+}
+
+DecodePartFloor& find_part(std::vector<DecodePartFloor>& p, std::string_view name) {
+  return *std::find_if(p.begin(), p.end(), [&](const DecodePartFloor& f) { return f.part == name; });
+}
+
+}  // namespace
+
+std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch, int64_t context) {
+  const double B = static_cast<double>(std::max<int64_t>(batch, 0));
+  std::vector<DecodePartFloor> p = linear_part_floors(c, B, expected_distinct_experts(c, batch), false);
+  // Attention: the query at position `context` over its rows, the indexer's scores: as a prefill's
+  // at that position (prefill_flops' closed forms, the difference of two prompt lengths).
+  const PrefillFlops next = prefill_flops(c, context + 1), before = prefill_flops(c, context);
+  DecodePartFloor& core = find_part(p, part::kAttnCore);
+  core.bf16_flops += B * ((next.attention + next.indexer) - (before.attention + before.indexer));
+  core.state_bytes = B * decode_state_bytes_per_sequence(c, context);
+  find_part(p, part::kHead).bf16_flops += B * next.head;
+  return p;
+}
+
+std::vector<DecodePartFloor> prefill_part_floors(const V4Config& c, int64_t batch, int64_t prompt_len) {
+  const double B = static_cast<double>(std::max<int64_t>(batch, 0)), P = static_cast<double>(std::max<int64_t>(prompt_len, 0));
+  const int64_t rows = std::max<int64_t>(batch, 0) * std::max<int64_t>(prompt_len, 0);
+  std::vector<DecodePartFloor> p = linear_part_floors(c, B * P, expected_distinct_experts(c, rows), true);
+  const PrefillFlops f = prefill_flops(c, prompt_len);
+  find_part(p, part::kAttnCore).bf16_flops += B * (f.attention + f.indexer);
+  find_part(p, part::kHead).bf16_flops += B * f.head;
   return p;
 }
 

@@ -63,4 +63,11 @@ double decode_state_bytes_per_sequence(const V4Config& c, int64_t context);
 /// tensor-core FLOP (softmax, top-k, RoPE, the mHC mixes and Sinkhorn).
 std::vector<DecodePartFloor> decode_part_floors(const V4Config& c, int64_t batch, int64_t context);
 
+/// The floor of each part of the prefills of `batch` prompts of `prompt_len` tokens from context 0
+/// (chunking aside: every weight read once, the experts the rows are expected to reach). The
+/// compressors' and the indexer's projections (wkv, wgate, weights_proj) count in the attention
+/// part, where the prefill path runs them; no state is read. The parts' FLOPs add up to
+/// batch x prefill_flops(prompt_len).
+std::vector<DecodePartFloor> prefill_part_floors(const V4Config& c, int64_t batch, int64_t prompt_len);
+
 }  // namespace deepinfer::v4

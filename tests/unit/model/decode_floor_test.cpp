@@ -101,6 +101,36 @@ TEST(DecodeFloor, FlopsAreThePrefillsAtTheNextPosition) {
   }
 }
 
+TEST(DecodeFloor, AttentionByHand) {
+  // context 4096: the query attends 128 window rows in each layer, plus 512 of layer 2's 1024 CSA
+  // entries (whose 1024 indexer keys it scores) and layer 3's 32 HCA entries
+  const double rows = 128 + 128 + (128 + 512) + (128 + 32);
+  const double flops = 4 * 64 * 512 * rows + 2 * 64 * 128 * 1024.0;
+  EXPECT_DOUBLE_EQ(find(decode_part_floors(flash4(), 3, 4096), part::kAttnCore).bf16_flops, 3 * flops);
+}
+
+TEST(DecodeFloor, PrefillPartsAddUpToPrefillFlops) {
+  const V4Config c = flash4();
+  for (const int64_t P : {1, 1000, 8192}) {
+    const auto p = prefill_part_floors(c, 2, P);
+    double flops = 0;
+    for (const auto& f : p) flops += f.fp8_flops + f.bf16_flops;
+    const double want = 2 * prefill_flops(c, P).total();
+    EXPECT_NEAR(flops, want, 1e-9 * want) << "P " << P;
+    // the prefill path runs the compressors and the indexer's projections in the attention part
+    EXPECT_EQ(find(p, part::kAttnCompressor).weight_bytes + find(p, part::kAttnCompressor).bf16_flops, 0);
+    EXPECT_DOUBLE_EQ(find(p, part::kAttnIndexer).weight_bytes, fp8(64 * 128, 1024));
+    for (const auto& f : p) EXPECT_EQ(f.state_bytes, 0) << f.part;
+  }
+  // the same weights as a decode step reaching the same experts, moved between parts
+  const auto pre = prefill_part_floors(c, 1, 8192), dec = decode_part_floors(c, 8192, 100);
+  double wp = 0, wd = 0;
+  for (const auto& f : pre) wp += f.weight_bytes;
+  for (const auto& f : dec) wd += f.weight_bytes;
+  EXPECT_NEAR(wp, wd, 1e-9 * wd);
+  EXPECT_GT(find(pre, part::kAttnCore).weight_bytes, find(dec, part::kAttnCore).weight_bytes);
+}
+
 TEST(DecodeFloor, StateByHand) {
   const V4Config c = flash4();
   // context 4096 (the new token is the 4097th): 4 window rings of 128 rows of 512 bf16; layer 2
