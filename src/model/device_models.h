@@ -5,7 +5,9 @@
 // error). No #if outside src/backend.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -85,6 +87,22 @@ struct CudaTuning {
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
   bool operator==(const CudaTuning&) const = default;
+  /// An error naming the first knob out of its range (by its `deepinfer bench` flag), else ok.
+  Status check() const {
+    auto one_of = [](int v, std::initializer_list<int> ok) { return std::find(ok.begin(), ok.end(), v) != ok.end(); };
+    auto bad = [](const char* flag, const char* range, int v) {
+      return Status::invalid_argument(std::string(flag) + " must be " + range + ", not " + std::to_string(v));
+    };
+    constexpr const char* kCount = "-1 (never), 0 (the default) or a count";
+    if (!one_of(moe_group_rows, {0, 16, 32, 64})) return bad("--moe-group-rows", "0, 16, 32 or 64", moe_group_rows);
+    if (moe_wide_rows < -1) return bad("--moe-wide-rows", kCount, moe_wide_rows);
+    if (!one_of(moe_fp8_max_rows, {0, 64, 128})) return bad("--moe-fp8-max-rows", "0, 64 or 128", moe_fp8_max_rows);
+    if (route_gemm_rows < -1) return bad("--route-gemm-rows", kCount, route_gemm_rows);
+    if (fp8_wgmma_rows < -1) return bad("--fp8-wgmma-rows", kCount, fp8_wgmma_rows);
+    if (!one_of(attn_heads_per_block, {0, 16, 64}))
+      return bad("--attn-heads-per-block", "0 (by the launch size), 16 or 64", attn_heads_per_block);
+    return Status::ok();
+  }
 };
 /// Applies `t` to a CUDA model; an error for non-CUDA models or a group size not 0/16/32/64.
 Status cuda_set_tuning(Model& m, const CudaTuning& t);

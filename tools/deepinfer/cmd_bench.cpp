@@ -106,15 +106,7 @@ int run_bench(const BenchArgs& a) {
   if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
   if (a.engine && a.gen_len < 2) return usage_error("--engine needs --gen-len >= 2");
-  const int gr = a.tuning.moe_group_rows;
-  if (gr != 0 && gr != 16 && gr != 32 && gr != 64) return usage_error("--moe-group-rows must be 0, 16, 32 or 64");
-  if (a.tuning.moe_wide_rows < -1) return usage_error("--moe-wide-rows must be -1 (never), 0 (the default) or a count");
-  const int f8 = a.tuning.moe_fp8_max_rows;
-  if (f8 != 0 && f8 != 64 && f8 != 128) return usage_error("--moe-fp8-max-rows must be 0, 64 or 128");
-  if (a.tuning.route_gemm_rows < -1) return usage_error("--route-gemm-rows must be -1 (never), 0 (the default) or a count");
-  if (a.tuning.fp8_wgmma_rows < -1) return usage_error("--fp8-wgmma-rows must be -1 (never), 0 (the default) or a count");
-  const int hb = a.tuning.attn_heads_per_block;
-  if (hb != 0 && hb != 16 && hb != 64) return usage_error("--attn-heads-per-block must be 0, 16 or 64");
+  if (Status t = a.tuning.check(); !t.is_ok()) return usage_error(std::string(t.message()));
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");

@@ -48,24 +48,7 @@ V4GpuModel::~V4GpuModel() = default;
 
 void V4GpuModel::set_decode_graphs(bool on) { fwd_->set_graphs(on); }
 Status V4GpuModel::set_tuning(const CudaTuning& t) {
-  if (t.moe_group_rows != 0 && t.moe_group_rows != 16 && t.moe_group_rows != 32 && t.moe_group_rows != 64)
-    return Status::invalid_argument("moe group rows must be 0 (by the batch), 16, 32 or 64, not " +
-                                    std::to_string(t.moe_group_rows));
-  if (t.attn_heads_per_block != 0 && t.attn_heads_per_block != 16 && t.attn_heads_per_block != 64)
-    return Status::invalid_argument("attention heads per block must be 0 (by the launch size), 16 or 64, not " +
-                                    std::to_string(t.attn_heads_per_block));
-  if (t.fp8_wgmma_rows < -1)
-    return Status::invalid_argument("fp8 wgmma rows must be -1 (never), 0 (the default) or a count, not " +
-                                    std::to_string(t.fp8_wgmma_rows));
-  if (t.moe_fp8_max_rows != 0 && t.moe_fp8_max_rows != 64 && t.moe_fp8_max_rows != 128)
-    return Status::invalid_argument("moe fp8 max rows must be 0 (the default, 128), 64 or 128, not " +
-                                    std::to_string(t.moe_fp8_max_rows));
-  if (t.route_gemm_rows < -1)
-    return Status::invalid_argument("route gemm rows must be -1 (never), 0 (the default) or a count, not " +
-                                    std::to_string(t.route_gemm_rows));
-  if (t.moe_wide_rows < -1)
-    return Status::invalid_argument("moe wide rows must be -1 (never), 0 (the default) or a count, not " +
-                                    std::to_string(t.moe_wide_rows));
+  DI_TRY(t.check());
   fwd_->set_tuning(t);
   return Status::ok();
 }
