@@ -1,8 +1,9 @@
 // libFuzzer target: the HTTP API's request path, from the body bytes to the response, through the
 // real route handlers (handle_chat, handle_completions), the chat encoder with the DeepSeek
-// tokenizer (tests/data/tokenizer/tokenizer.json), structured-output and tool-call constraints,
+// tokenizer (tests/data/tokenizer/tokenizer.json) or tiny-v4-b's small one, structured-output and tool-call constraints,
 // and the response builders, over an inline engine that answers every sample at once.
-// Input: byte 0 picks the endpoint and the server's chat settings, the rest is the body.
+// Input: byte 0 picks the endpoint (bit 0) and the served model (bits 1-3: vocabulary, chat format,
+// thinking), the rest is the body.
 // Checks:
 //  - no crash, no sanitizer report, no slow input (libFuzzer -timeout);
 //  - the status is 200 or a 4xx (a client's body never makes a 5xx: nothing here fails inside);
@@ -79,24 +80,32 @@ class InstantEngine final : public EngineClient {
   ModelInfo info_;
 };
 
-const tokenizer::Tokenizer& tok() {
-  static const tokenizer::Tokenizer* t = [] {
-    auto r = tokenizer::Tokenizer::from_path(DI_FUZZ_TOKENIZER_JSON);
-    if (!r.is_ok()) {
-      std::fprintf(stderr, "request_fuzz: %s\n", r.status().to_string().c_str());
-      std::abort();
-    }
-    return r->release();
-  }();
-  return *t;
+const tokenizer::Tokenizer& load(const char* path) {
+  auto r = tokenizer::Tokenizer::from_path(path);
+  if (!r.is_ok()) {
+    std::fprintf(stderr, "request_fuzz: %s\n", r.status().to_string().c_str());
+    std::abort();
+  }
+  return *r->release();
+}
+// DeepSeek's tokenizer (129k tokens) and tiny-v4-b's (1016 tokens, the same special tokens): at the
+// small vocabulary the grammar budgets below compile most schema and tool grammars, so their
+// constrained paths are fuzzed through the routes too.
+const tokenizer::Tokenizer& big_tok() {
+  static const tokenizer::Tokenizer& t = load(DI_FUZZ_TOKENIZER_JSON);
+  return t;
+}
+const tokenizer::Tokenizer& small_tok() {
+  static const tokenizer::Tokenizer& t = load(DI_FUZZ_SMALL_TOKENIZER_JSON);
+  return t;
 }
 
 struct Served {
   InstantEngine engine;
   ServerContext ctx;
-  Served(tokenizer::ChatFormat format, bool thinking)
-      : engine(ModelInfo{"fuzz-model", tok().vocab_size(), 4096, *tok().added_token_id(tokenizer::tokens::kEos)}),
-        ctx(engine, &tok(), config(format, thinking)) {}
+  Served(const tokenizer::Tokenizer& tok, tokenizer::ChatFormat format, bool thinking)
+      : engine(ModelInfo{"fuzz-model", tok.vocab_size(), 4096, *tok.added_token_id(tokenizer::tokens::kEos)}),
+        ctx(engine, &tok, config(format, thinking)) {}
   static ServerConfig config(tokenizer::ChatFormat format, bool thinking) {
     ServerConfig c;
     c.chat_format = format;
@@ -106,7 +115,8 @@ struct Served {
     // about 5 us against 10 ns in release (a named tool_choice grammar at this 129k vocabulary hit
     // 14 s at 4M steps), and a unit must stay within fuzz.sh's -timeout. So here most schema and
     // tool grammars are refused (a 400, the path a default-budget refusal takes) and only small
-    // ones compile; grammar_fuzz covers the grammars themselves over a small vocabulary.
+    // ones compile; the small-vocabulary models (served 4-7) compile most, and grammar_fuzz covers
+    // the grammars themselves.
     c.grammar.max_classify_steps = int64_t{1} << 20;
     c.grammar.max_states = 1 << 12;
     c.grammar.max_cache_bytes = int64_t{4} << 20;
@@ -114,11 +124,15 @@ struct Served {
   }
 };
 
+// 0-3: the 129k vocabulary, V4 / V4 thinking / V4.1 / V4.1 thinking; 4-7: the same on the small one.
 Served& served(int which) {
-  static Served v4(tokenizer::ChatFormat::kV4, false), v4_think(tokenizer::ChatFormat::kV4, true),
-      v41(tokenizer::ChatFormat::kV41, false), v41_think(tokenizer::ChatFormat::kV41, true);
-  Served* all[] = {&v4, &v4_think, &v41, &v41_think};
-  return *all[which % 4];
+  using tokenizer::ChatFormat;
+  static Served v4(big_tok(), ChatFormat::kV4, false), v4_think(big_tok(), ChatFormat::kV4, true),
+      v41(big_tok(), ChatFormat::kV41, false), v41_think(big_tok(), ChatFormat::kV41, true),
+      s_v4(small_tok(), ChatFormat::kV4, false), s_v4_think(small_tok(), ChatFormat::kV4, true),
+      s_v41(small_tok(), ChatFormat::kV41, false), s_v41_think(small_tok(), ChatFormat::kV41, true);
+  Served* all[] = {&v4, &v4_think, &v41, &v41_think, &s_v4, &s_v4_think, &s_v41, &s_v41_think};
+  return *all[which % 8];
 }
 
 class Collect final : public ChunkSink {
