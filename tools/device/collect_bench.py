@@ -8,6 +8,8 @@ Each bench file gives a decode row (when it timed decode steps) and a prefill ro
 the bench's own: decode = bytes a step must move / device copy bandwidth measured in the same run;
 prefill (--device cuda) = batch x one prompt's FLOPs / FP8 tensor rate measured in the same run
 (prefill_floor_ms); files without it (cpu, older benches) leave the prefill floor fields null.
+Benches run with --profile add each phase's parts ("profile_ms": part, ms, and where the bench
+knows it the part's floor_ms / x_floor); their times are eager, synchronised per part.
 """
 import argparse
 import datetime
@@ -59,6 +61,9 @@ def main():
         if pfloor:
             row["flops_per_prompt"] = b.get("prefill_flops")
             row["fp8_tflops"] = b.get("fp8_tflops")
+        if b.get("prefill_profile_ms"):  # --profile: parts (each with its floor), eager
+            row["profile_ms"] = b["prefill_profile_ms"]
+            row["bf16_tflops"] = b.get("bf16_tflops")
         rows.append(row)
         if gen > 0:
             step, floor = b["decode_step_ms"], b["decode_floor_ms"]
