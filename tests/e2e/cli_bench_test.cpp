@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "tests/util/checkpoint_writer.h"
 
@@ -59,6 +60,35 @@ TEST_F(CliBench, CpuEngineModeReportsBothRates) {
                             "\"engine_overlap_applies\"", "\"no_overlap\""})
     EXPECT_NE(j.find(field), std::string::npos) << field << " not in " << j;
   expect_usage_error(tiny() + " --engine --gen-len 1", "--gen-len >= 2");
+}
+
+// --floors: the parts' floors of a --synthetic shape from its config alone, on any machine. The
+// prefill's FLOPs are 8,192 tokens through the first four V4-Flash layers' weights (the same count
+// prefill_flops makes, worked out in model_prefill_flops_test) and the parts' floors add up.
+TEST_F(CliBench, FloorsNeedNoDevice) {
+  const std::string json = dir_.path + "/floors.json";
+  const CliRun r = bench("--synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 0 --floors 4250,1318,809 --json '" +
+                         json + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("decode step at context 8192"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  for (const char* phase : {"decode", "prefill"}) {
+    const auto& parts = j[phase]["parts"];
+    ASSERT_EQ(parts.size(), 15u) << phase;
+    double sum = 0, flops = 0;
+    for (const auto& p : parts) sum += p["floor_ms"].get<double>(), flops += p["floor_fp8_flops"].get<double>() + p["floor_bf16_flops"].get<double>();
+    EXPECT_NEAR(sum, j[phase]["floor_ms"].get<double>(), 1e-9 * sum) << phase;
+    if (std::string(phase) == "prefill") {
+      // the linears: 2 x 8192 x (every weight a token multiplies); attention over its window and
+      // compressed rows, the indexer's scores, the head once: 19,005.2 + 1,060.3 + 137.4 + 1.06 GFLOP
+      EXPECT_NEAR(flops / 1e9, 20204.0, 1.0);
+      EXPECT_EQ(parts[12]["part"], "moe: routed experts (MXFP4 grouped w1/w3, SwiGLU, w2)");
+      EXPECT_NEAR(parts[12]["floor_ms"].get<double>(), 2.0 * 8192 * 6 * 3 * 2048 * 4096 * 4 / 1318e12 * 1e3, 1e-6);
+    }
+  }
+  expect_usage_error("--synthetic v4-flash --floors 4250,1318", "--floors takes");
+  expect_usage_error("--synthetic v4-flash --floors 4250,0,809", "--floors takes");
+  expect_usage_error(tiny() + " --floors 4250,1318,809", "--floors needs --synthetic");
 }
 
 TEST_F(CliBench, SyntheticNeedsDeviceCuda) {

@@ -64,6 +64,7 @@ struct BenchArgs {
   CudaTuning tuning;  // --moe-group-rows, --profile
   bool host_sampling = false;  // cuda: decode logits to the host (else greedy sampling on the device)
   bool engine = false;         // also the serving engine's decode rate, overlap on and off
+  std::string floors;          // "GB/s,FP8 TFLOP/s,bf16 TFLOP/s": print the parts' floors at these rates, run nothing
 };
 
 int usage_error(const std::string& msg) {
@@ -74,6 +75,14 @@ int usage_error(const std::string& msg) {
 struct Rates {
   double bytes_per_s, fp8_flops_per_s, bf16_flops_per_s;
 };
+
+// A part's floor at `r`: {floor_ms, floor_bytes, floor_fp8_flops, floor_bf16_flops}.
+nlohmann::json floor_json(const v4::DecodePartFloor& f, const Rates& r) {
+  return {{"floor_ms", f.floor_s(r.bytes_per_s, r.fp8_flops_per_s, r.bf16_flops_per_s) * 1e3},
+          {"floor_bytes", f.bytes()},
+          {"floor_fp8_flops", f.fp8_flops},
+          {"floor_bf16_flops", f.bf16_flops}};
+}
 
 // Prints `t`'s parts (ms = seconds x `per`) under `title`, each with its floor where `floors` has
 // the part; returns them as JSON rows ({part, ms[, floor_ms, x_floor, floor_bytes, ...]}).
@@ -92,14 +101,54 @@ nlohmann::json print_parts(const char* title, const StepTimes& t, double per,
     if (floor > 0) {
       std::printf("  %-58s %9.3f ms  %5.1f%%  floor %8.3f ms  %6.1fx\n", name.c_str(), s * per,
                   sum > 0 ? 100 * s / sum : 0.0, floor, s * per / floor);
-      row["floor_ms"] = floor, row["x_floor"] = s * per / floor;
-      row["floor_bytes"] = f->bytes(), row["floor_fp8_flops"] = f->fp8_flops, row["floor_bf16_flops"] = f->bf16_flops;
+      row.update(floor_json(*f, r));
+      row["x_floor"] = s * per / floor;
     } else {
       std::printf("  %-58s %9.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
     }
     rows.push_back(std::move(row));
   }
   return rows;
+}
+
+// --floors: the floor of each part of a decode step (at the decode floor's context) and of the
+// prefill of the --synthetic shape at the given rates, from its config alone (no device, no run).
+int run_floors(const BenchArgs& a, const v4::V4Config& c, const std::string& model_name) {
+  double gbs = 0, fp8 = 0, bf16 = 0;
+  char tail = 0;
+  if (std::sscanf(a.floors.c_str(), "%lf,%lf,%lf%c", &gbs, &fp8, &bf16, &tail) != 3 || gbs <= 0 || fp8 <= 0 || bf16 <= 0)
+    return usage_error("--floors takes GB/s,FP8 TFLOP/s,bf16 TFLOP/s (three positive numbers), not '" + a.floors + "'");
+  const Rates r{gbs * 1e9, fp8 * 1e12, bf16 * 1e12};
+  const int64_t context = a.prompt_len + a.gen_len / 2;
+  nlohmann::json j{{"model", model_name}, {"batch", a.batch}, {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len},
+                   {"copy_bandwidth_gb_s", gbs}, {"fp8_tflops", fp8}, {"bf16_tflops", bf16}};
+  auto show = [&](const char* phase, const std::vector<v4::DecodePartFloor>& parts) {
+    nlohmann::json rows = nlohmann::json::array();
+    double total = 0;
+    for (const auto& f : parts) {
+      nlohmann::json row = floor_json(f, r);
+      row["part"] = f.part;
+      total += row["floor_ms"].get<double>();
+      std::printf("  %-58s %10.1f MB %10.1f GFLOP FP8 %10.1f GFLOP bf16  floor %9.3f ms\n", std::string(f.part).c_str(),
+                  f.bytes() / 1e6, f.fp8_flops / 1e9, f.bf16_flops / 1e9, row["floor_ms"].get<double>());
+      rows.push_back(std::move(row));
+    }
+    std::printf("  %-58s %65s %9.3f ms\n", "all parts", "", total);
+    j[phase] = {{"parts", rows}, {"floor_ms", total}};
+  };
+  std::printf("model %s, batch %lld; floors at %.0f GB/s, %.0f FP8 and %.0f bf16 TFLOP/s\n", model_name.c_str(),
+              (long long)a.batch, gbs, fp8, bf16);
+  std::printf("decode step at context %lld, by part:\n", (long long)context);
+  show("decode", v4::decode_part_floors(c, a.batch, context));
+  std::printf("prefill of %lld x %lld tokens, by part:\n", (long long)a.batch, (long long)a.prompt_len);
+  show("prefill", v4::prefill_part_floors(c, a.batch, a.prompt_len));
+  j["decode"]["context"] = context;
+  if (!a.json_out.empty()) {
+    std::ofstream f(a.json_out);
+    f << j.dump(1) << "\n";
+    if (!f) return std::fprintf(stderr, "deepinfer: error: cannot write %s\n", a.json_out.c_str()), 1;
+  }
+  return 0;
 }
 
 int run_bench(const BenchArgs& a) {
@@ -110,11 +159,17 @@ int run_bench(const BenchArgs& a) {
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
+  if (!a.floors.empty() && !synthetic) return usage_error("--floors needs --synthetic (the shape comes from its config)");
   v4::FlashSpec spec;
   if (synthetic) {
     auto sp = v4::parse_flash_spec(a.synthetic);
     if (!sp.is_ok()) return usage_error(std::string(sp.status().message()));
     spec = *sp;
+    if (!a.floors.empty()) {
+      auto cfg = v4::flash_config(spec.layers, spec.experts);
+      if (!cfg.is_ok()) return usage_error(std::string(cfg.status().message()));
+      return run_floors(a, *cfg, a.synthetic);
+    }
     if (a.device != "cuda")
       return usage_error("--synthetic generates the weights on the GPU: it needs --device cuda");
   }
@@ -434,6 +489,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("--engine", a->engine,
               "also decode --batch requests of --prompt-len random tokens and --gen-len tokens each through the "
               "serving engine, with the overlapped step loop on and off (steady-state decode tokens/s)");
+  b->add_option("--floors", a->floors,
+                "GB/S,FP8_TFLOPS,BF16_TFLOPS: with --synthetic, print the floor of each part of its decode step (at "
+                "context prompt + gen/2) and prefill at these rates, from the config alone (no device; runs nothing)");
   b->add_option("--json", a->json_out, "write the results as JSON to this file");
   reg.add(b, [a] { return run_bench(*a); });
 
