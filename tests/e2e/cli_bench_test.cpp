@@ -88,7 +88,13 @@ TEST_F(CliBench, FloorsNeedNoDevice) {
   }
   expect_usage_error("--synthetic v4-flash --floors 4250,1318", "--floors takes");
   expect_usage_error("--synthetic v4-flash --floors 4250,0,809", "--floors takes");
-  expect_usage_error(tiny() + " --floors 4250,1318,809", "--floors needs --synthetic");
+  // a checkpoint's config.json (the tiny fixture's: 2 layers), no weights read
+  const CliRun t = bench(tiny() + " --batch 4 --prompt-len 100 --floors 4250,1318,809");
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_NE(t.out.find("decode step at context 116"), std::string::npos) << t.out;
+  const CliRun missing = bench("'" + dir_.path + "' --floors 4250,1318,809");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.err.find("config.json"), std::string::npos) << missing.err;
 }
 
 TEST_F(CliBench, SyntheticNeedsDeviceCuda) {

@@ -159,7 +159,15 @@ int run_bench(const BenchArgs& a) {
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
     return usage_error("give either MODEL_DIR or --synthetic v4-flash[:LAYERS[:EXPERTS]] (not both)");
-  if (!a.floors.empty() && !synthetic) return usage_error("--floors needs --synthetic (the shape comes from its config)");
+  if (!a.floors.empty() && !synthetic) {  // a DeepSeek-V4 checkpoint's config.json, in its published formats
+    std::ifstream in(a.model_dir + "/config.json");
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!in || j.is_discarded())
+      return std::fprintf(stderr, "deepinfer: error: %s/config.json: missing or not JSON\n", a.model_dir.c_str()), 1;
+    auto cfg = v4::V4Config::from_json(j, a.model_dir + "/config.json");
+    if (!cfg.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", cfg.status().to_string().c_str()), 1;
+    return run_floors(a, *cfg, a.model_dir);
+  }
   v4::FlashSpec spec;
   if (synthetic) {
     auto sp = v4::parse_flash_spec(a.synthetic);
@@ -490,8 +498,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "also decode --batch requests of --prompt-len random tokens and --gen-len tokens each through the "
               "serving engine, with the overlapped step loop on and off (steady-state decode tokens/s)");
   b->add_option("--floors", a->floors,
-                "GB/S,FP8_TFLOPS,BF16_TFLOPS: with --synthetic, print the floor of each part of its decode step (at "
-                "context prompt + gen/2) and prefill at these rates, from the config alone (no device; runs nothing)");
+                "GB/S,FP8_TFLOPS,BF16_TFLOPS: print the floor of each part of the decode step (at context prompt + "
+                "gen/2) and of the prefill at these rates, from the config alone (--synthetic's, or MODEL_DIR's "
+                "config.json with the weights in DeepSeek's published formats); no device, runs nothing");
   b->add_option("--json", a->json_out, "write the results as JSON to this file");
   reg.add(b, [a] { return run_bench(*a); });
 
