@@ -72,6 +72,9 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
+// The context a decode step's floor is taken at: the prompt plus half the generated tokens.
+int64_t decode_context(const BenchArgs& a) { return a.prompt_len + a.gen_len / 2; }
+
 struct Rates {
   double bytes_per_s, fp8_flops_per_s, bf16_flops_per_s;
 };
@@ -97,11 +100,12 @@ nlohmann::json print_parts(const char* title, const StepTimes& t, double per,
   for (const auto& [name, s] : t.parts_s) {
     nlohmann::json row{{"part", name}, {"ms", s * per}};
     const auto f = std::find_if(floors.begin(), floors.end(), [&](const v4::DecodePartFloor& x) { return x.part == name; });
-    const double floor = f == floors.end() ? 0.0 : f->floor_s(r.bytes_per_s, r.fp8_flops_per_s, r.bf16_flops_per_s) * 1e3;
+    const nlohmann::json fj = f == floors.end() ? nlohmann::json::object() : floor_json(*f, r);
+    const double floor = fj.value("floor_ms", 0.0);
     if (floor > 0) {
       std::printf("  %-58s %9.3f ms  %5.1f%%  floor %8.3f ms  %6.1fx\n", name.c_str(), s * per,
                   sum > 0 ? 100 * s / sum : 0.0, floor, s * per / floor);
-      row.update(floor_json(*f, r));
+      row.update(fj);
       row["x_floor"] = s * per / floor;
     } else {
       std::printf("  %-58s %9.3f ms  %5.1f%%\n", name.c_str(), s * per, sum > 0 ? 100 * s / sum : 0.0);
@@ -119,7 +123,7 @@ int run_floors(const BenchArgs& a, const v4::V4Config& c, const std::string& mod
   if (std::sscanf(a.floors.c_str(), "%lf,%lf,%lf%c", &gbs, &fp8, &bf16, &tail) != 3 || gbs <= 0 || fp8 <= 0 || bf16 <= 0)
     return usage_error("--floors takes GB/s,FP8 TFLOP/s,bf16 TFLOP/s (three positive numbers), not '" + a.floors + "'");
   const Rates r{gbs * 1e9, fp8 * 1e12, bf16 * 1e12};
-  const int64_t context = a.prompt_len + a.gen_len / 2;
+  const int64_t context = decode_context(a);
   nlohmann::json j{{"model", model_name}, {"batch", a.batch}, {"prompt_len", a.prompt_len}, {"gen_len", a.gen_len},
                    {"copy_bandwidth_gb_s", gbs}, {"fp8_tflops", fp8}, {"bf16_tflops", bf16}};
   auto show = [&](const char* phase, const std::vector<v4::DecodePartFloor>& parts) {
@@ -300,13 +304,13 @@ int run_bench(const BenchArgs& a) {
       for (const auto& t : ck->tensors()) floor_bytes += static_cast<double>(t.info->end - t.info->begin);
     floor_counts = "every checkpoint byte once";
   } else {
-    auto r = cuda_decode_bytes(m, a.batch, a.prompt_len + a.gen_len / 2);
+    auto r = cuda_decode_bytes(m, a.batch, decode_context(a));
     if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", r.status().to_string().c_str()), 1;
     db = *r;
     floor_bytes = db.total();
     floor_counts = "dense weights once (not the embedding), expected distinct routed experts per layer, state read "
                    "(window rings, compressed KV kept, indexer keys) at context " +
-                   std::to_string(a.prompt_len + a.gen_len / 2) + "; not activations, logits or launch gaps";
+                   std::to_string(decode_context(a)) + "; not activations, logits or launch gaps";
   }
   // cuda: prefill's compute floor, batch x the FLOPs of one prompt over the measured FP8 rate
   // (none when the rate could not be measured).
@@ -366,8 +370,8 @@ int run_bench(const BenchArgs& a) {
   // or its FLOPs over the FP8 / bf16 rates measured in this run).
   const Rates rates{bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12};
   std::vector<v4::DecodePartFloor> decode_floors, prefill_floors;
-  if (auto cfg = cpu ? Result<v4::V4Config>(Status::unsupported("cpu")) : cuda_v4_config(m); cfg.is_ok()) {
-    decode_floors = v4::decode_part_floors(*cfg, a.batch, a.prompt_len + a.gen_len / 2);
+  if (auto cfg = cuda_v4_config(m); !cpu && cfg.is_ok()) {
+    decode_floors = v4::decode_part_floors(*cfg, a.batch, decode_context(a));
     prefill_floors = v4::prefill_part_floors(*cfg, a.batch, a.prompt_len);
   }
   const nlohmann::json prefill_profile = print_parts(

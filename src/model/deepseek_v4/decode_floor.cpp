@@ -53,6 +53,10 @@ double decode_state_bytes_per_sequence(const V4Config& c, int64_t context) {
 
 namespace {
 
+DecodePartFloor& find_part(std::vector<DecodePartFloor>& p, std::string_view name) {
+  return *std::find_if(p.begin(), p.end(), [&](const DecodePartFloor& f) { return f.part == name; });
+}
+
 // The parts' weights and FLOPs of a forward over `tokens` new tokens (rows) in all; `distinct`
 // routed experts read per layer; `prefill`: the compressors' and the indexer's projections run
 // inside the attention part (attention_seq), at decode in their own parts. Attention's FLOPs and
@@ -72,9 +76,7 @@ std::vector<DecodePartFloor> linear_part_floors(const V4Config& c, double tokens
                                 part::kAttnQ, part::kAttnCore, part::kAttnWoA, part::kAttnPost, part::kMoePre,
                                 part::kMoeShared, part::kMoeRouting, part::kMoeExperts, part::kMoeCombine, part::kHead})
     p.push_back({name});
-  auto add = [&](std::string_view name) -> DecodePartFloor& {
-    return *std::find_if(p.begin(), p.end(), [&](const DecodePartFloor& f) { return f.part == name; });
-  };
+  auto add = [&](std::string_view name) -> DecodePartFloor& { return find_part(p, name); };
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const auto li = static_cast<size_t>(l);
     const AttnKind kind = c.attn_kinds[li];
@@ -122,10 +124,6 @@ std::vector<DecodePartFloor> linear_part_floors(const V4Config& c, double tokens
   }
   add(part::kHead).weight_bytes += 4 * (n * n * d + n + 1) + 4 * d + bf16_bytes(V, d);
   return p;
-}
-
-DecodePartFloor& find_part(std::vector<DecodePartFloor>& p, std::string_view name) {
-  return *std::find_if(p.begin(), p.end(), [&](const DecodePartFloor& f) { return f.part == name; });
 }
 
 }  // namespace

@@ -421,7 +421,8 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
     // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
     // its one-block kernel.
-    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable && gr <= (tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128);
+    const int fp8_max_rows = tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128;
+    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable && gr <= fp8_max_rows;
     if (fp8) {
       DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
       DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
