@@ -142,6 +142,7 @@ class Engine final : public EngineClient {
     std::vector<Sequence*> members;
     std::vector<int64_t> tokens;
     std::vector<bool> fed, samples;
+    std::vector<bool> all_logits;  // owes prompt logprobs: every logits row comes back
     int64_t total = 0;
     double token_ctx = 0;
   };
@@ -151,7 +152,8 @@ class Engine final : public EngineClient {
     uint64_t id = 0;
     std::vector<Sequence*> members;
     std::vector<bool> samples;
-    std::vector<int64_t> computed_after;  // each member's consumed tokens once the step is done
+    std::vector<bool> all_logits;
+    std::vector<int64_t> computed_before, computed_after;  // each member's consumed tokens before / after the step
     bool snapshot = false;                // some member's prefix snapshot is due after it
     bool async = false;
     int64_t total = 0;
@@ -218,6 +220,7 @@ class Engine final : public EngineClient {
   std::deque<std::vector<int32_t>> recent_prompts_;
   std::unordered_map<const Sequence*, int64_t> share_at_;
   static constexpr size_t kRecentPrompts = 16;
+  static constexpr int64_t kPromptLogprobRows = 512;
   void note_shared_prefix(Sequence& s);
   // The overlapped step loop: at most one step in flight between iterations (two while step N+1
   // is launched and step N not yet collected). Steps are numbered from 1 as launched.
@@ -308,8 +311,9 @@ void Engine::admit() {
     s.state = model_->new_state();
     s.computed = 0;
     if (opts_.prefix_cache_bytes > 0) {
-      // At least one token must be computed to get logits for the next token.
-      PrefixCache::Hit hit = prefix_.lookup(s.tokens, static_cast<int64_t>(s.tokens.size()) - 1);
+      // At least one token must be computed to get logits for the next token, and every row
+      // that gives an owed prompt logprob (the lookup counts a miss when nothing may be restored).
+      PrefixCache::Hit hit = prefix_.lookup(s.tokens, std::min(static_cast<int64_t>(s.tokens.size()) - 1, s.prompt_lp_next - 1));
       if (hit.tokens > 0) {
         s.state = static_cast<const ModelState*>(hit.payload.get())->clone();
         s.computed = hit.tokens;
@@ -422,6 +426,14 @@ Engine::Planned Engine::plan() {
       sp.tokens[i] = it->second - from;
     }
   }
+  // A step over owed prompt logprobs returns all its logits rows (vocab floats each): at most
+  // kPromptLogprobRows of them per sequence and step.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    if (running_[i]->owes_prompt_logprobs() && sp.tokens[i] > kPromptLogprobRows) {
+      sp.total -= sp.tokens[i] - kPromptLogprobRows;
+      sp.tokens[i] = kPromptLogprobRows;
+    }
+  }
   Planned p;
   p.total = sp.total;
   for (size_t i = 0; i < running_.size(); ++i) {
@@ -430,6 +442,7 @@ Engine::Planned Engine::plan() {
     p.members.push_back(&s);
     p.tokens.push_back(sp.tokens[i]);
     p.fed.push_back(s.unsampled > 0);
+    p.all_logits.push_back(s.owes_prompt_logprobs());
     // A member whose step ends its pending tokens samples a token from it (the others are in mid-prompt).
     p.samples.push_back(s.computed + sp.tokens[i] == static_cast<int64_t>(s.tokens.size()) + s.unsampled);
     p.token_ctx += static_cast<double>(sp.tokens[i]) * (s.computed + sp.tokens[i] / 2.0);
@@ -446,7 +459,7 @@ bool Engine::launchable(const Planned& p) const {
   if (!opts_.overlap || !device_sampling()) return false;
   for (size_t b = 0; b < p.members.size(); ++b) {
     const Sequence& s = *p.members[b];
-    if (p.samples[b] && s.needs_mask()) return false;
+    if ((p.samples[b] && s.needs_mask()) || p.all_logits[b]) return false;
     if (p.fed[b] && !s.feedable()) return false;
   }
   return true;
@@ -517,6 +530,7 @@ void Engine::record_launch(const Planned& p, StepRecord& r) {
   r.id = ++launched_;
   r.members = p.members;
   r.samples = p.samples;
+  r.all_logits = p.all_logits;
   r.total = p.total;
   r.token_ctx = p.token_ctx;
   for (size_t b = 0; b < p.members.size(); ++b) {
@@ -524,6 +538,7 @@ void Engine::record_launch(const Planned& p, StepRecord& r) {
     s.computed += p.tokens[b];
     s.last_step = r.id;
     s.last_row = static_cast<int32_t>(b);
+    r.computed_before.push_back(s.computed - p.tokens[b]);
     r.computed_after.push_back(s.computed);
     if (p.samples[b]) {
       ++s.unsampled;
@@ -588,13 +603,18 @@ void Engine::complete(StepRecord& r, const Status& st, std::vector<SampleResult>
         prefix_.insert(std::span<const int32_t>(s.tokens.data(), r.computed_after[b]), std::move(snap), bytes);
       }
     }
+    // Entry b's logits rows (host sampling): one, or every token's when it owes prompt logprobs.
+    const int64_t rows = r.all_logits[b] ? r.computed_after[b] - r.computed_before[b] : 1;
+    if (out && r.all_logits[b])
+      s.emit_prompt_logprobs(r.computed_before[b],
+                             out->rows().subspan(static_cast<size_t>(out->row_offsets[b] * V), static_cast<size_t>(rows * V)), V);
     if (!r.samples[b]) continue;  // prefill chunk, no token yet
     if (!s.first_token_at) {
       s.first_token_at = Clock::now();
       prompt_tokens_total_ += s.prompt_len;
     }
     ++generation_tokens_total_;
-    const auto finish_reason = out ? s.append(out->rows().subspan(static_cast<size_t>(out->row_offsets[b] * V), V))
+    const auto finish_reason = out ? s.append(out->rows().subspan(static_cast<size_t>((out->row_offsets[b] + rows - 1) * V), V))
                                    : s.accept(std::move(sampled[b]));
     reserve_bytes(s);
     if (finish_reason) finish(s, finish_reason->reason, finish_reason->stop_string);
@@ -619,12 +639,13 @@ bool Engine::run_sync(const Planned& p) {
   // Sampling on the model's device (only tokens and logprobs come back) unless a grammar mask is
   // needed this step. Every batch entry gets a row; entries in mid-prompt sample nothing (a plain
   // greedy row, its result unused).
-  const bool on_device = device_sampling() && masked.empty();
+  const bool on_device = device_sampling() && masked.empty() &&
+                         std::find(p.all_logits.begin(), p.all_logits.end(), true) == p.all_logits.end();
   std::vector<ModelInput> batch;
   std::vector<SampleRow> rows;
   for (size_t b = 0; b < members.size(); ++b) {
     Sequence& s = *members[b];
-    batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, p.tokens[b]), false});
+    batch.push_back({s.state.get(), std::span<const int32_t>(s.tokens.data() + s.computed, p.tokens[b]), p.all_logits[b]});
     if (on_device) rows.push_back(p.samples[b] ? s.next_row() : unused_row());
   }
   std::vector<SampleResult> sampled;

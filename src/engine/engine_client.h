@@ -39,13 +39,19 @@ struct SampledToken {
   int32_t id = 0;
   float logprob = 0;                                 // when sampling.logprobs
   std::vector<std::pair<int32_t, float>> top;        // sampling.top_logprobs alternatives
+  int32_t rank = 0;                                  // kPromptLogprobs: 1 + ids more likely; else 0
 };
 
 struct StreamEvent {
-  enum class Kind : uint8_t { kTokens, kFinished, kError };
+  /// kPromptLogprobs (sampling.prompt_logprobs >= 0): the logprobs of prompt tokens
+  /// prompt_offset, prompt_offset + 1, ... (tokens[i].id is the prompt's token), each given the
+  /// tokens before it. A sample gets them in order, from offset 1 to the prompt's end, before its
+  /// first kTokens event.
+  enum class Kind : uint8_t { kTokens, kFinished, kError, kPromptLogprobs };
   Kind kind = Kind::kTokens;
   int sample_index = 0;               // which of the n samples
   std::vector<SampledToken> tokens;   // kTokens: newly generated tokens of that sample
+  int64_t prompt_offset = 0;          // kPromptLogprobs: the prompt index of tokens[0]
   std::string finish_reason;          // kFinished: "stop", "length", "cancelled"
   std::optional<std::string> stop_string;  // kFinished by a stop string: the one that matched
   int64_t prompt_tokens = 0;          // kFinished: usage

@@ -34,9 +34,9 @@ Result<std::vector<ScoreResult>> score_sequences(Model& model, const std::vector
       r.top_logprobs.assign(seq.size(), {});
       for (size_t t = 1; t < seq.size(); ++t) {
         const float* row = out.logits.data() + (out.row_offsets[b] + t - 1) * V;
-        log_softmax({row, static_cast<size_t>(V)}, lp);
-        r.token_logprobs[t] = lp[seq[t]];
-        if (opt.top_logprobs > 0) r.top_logprobs[t] = top_k_entries(lp, opt.top_logprobs);
+        TokenLogprob tl = token_logprob({row, static_cast<size_t>(V)}, seq[t], opt.top_logprobs, lp);
+        r.token_logprobs[t] = tl.logprob;
+        r.top_logprobs[t] = std::move(tl.top);
       }
     }
   }

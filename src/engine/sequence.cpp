@@ -1,8 +1,10 @@
 #include "engine/sequence.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "grammar/matcher.h"
+#include "sample/logprobs.h"
 #include "sample/stop.h"
 #include "tokenizer/incremental_decoder.h"
 #include "tokenizer/tokenizer.h"
@@ -14,6 +16,7 @@ Sequence::Sequence(std::shared_ptr<RequestCtx> c, int index, int64_t max_tokens,
     : ctx(std::move(c)), sample_index(index), max_tokens_(max_tokens), eos_(eos), eos_ids_{eos} {
   tokens = ctx->req.prompt;
   prompt_len = static_cast<int64_t>(tokens.size());
+  prompt_lp_next = ctx->req.sampling.prompt_logprobs >= 0 ? 1 : prompt_len;
   if (!ctx->req.sampling.stop.empty() && tokenizer) {
     detok_ = std::make_unique<tokenizer::IncrementalDecoder>(*tokenizer);
     stops_ = std::make_unique<StopMatcher>(ctx->req.sampling.stop);
@@ -86,6 +89,26 @@ std::optional<FinishInfo> Sequence::accept(SampleResult r) {
 }
 
 bool Sequence::needs_mask() const { return matcher_ && grammar_active_; }
+
+void Sequence::emit_prompt_logprobs(int64_t first, std::span<const float> rows, int64_t vocab) {
+  const int64_t n = static_cast<int64_t>(rows.size()) / vocab;
+  // Row i gives token first + i + 1; the owed ones among them are a contiguous run from prompt_lp_next.
+  const int64_t from = std::max(prompt_lp_next, first + 1), to = std::min(prompt_len, first + n + 1);
+  if (from != prompt_lp_next || from >= to) return;
+  StreamEvent ev;
+  ev.kind = StreamEvent::Kind::kPromptLogprobs;
+  ev.sample_index = sample_index;
+  ev.prompt_offset = from;
+  std::vector<float> scratch;
+  const int32_t k = ctx->req.sampling.prompt_logprobs;
+  for (int64_t t = from; t < to; ++t) {
+    TokenLogprob tl = token_logprob(rows.subspan(static_cast<size_t>((t - 1 - first) * vocab), static_cast<size_t>(vocab)),
+                                    tokens[static_cast<size_t>(t)], k, scratch);
+    ev.tokens.push_back({tokens[static_cast<size_t>(t)], tl.logprob, std::move(tl.top), tl.rank});
+  }
+  prompt_lp_next = to;
+  ctx->stream->push(std::move(ev));
+}
 
 void Sequence::prepare_mask() {
   if (!needs_mask()) return;

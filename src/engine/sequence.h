@@ -72,6 +72,14 @@ class Sequence {
   /// computes the mask itself. No-op without an active grammar.
   void prepare_mask();
   bool needs_mask() const;
+  /// Prompt logprobs (sampling.prompt_logprobs >= 0) are owed for prompt tokens prompt_lp_next ..
+  /// prompt_len - 1. A step over them must return every logits row (ModelInput::all_logits), and
+  /// a state restored from the prefix cache must not start past token prompt_lp_next - 1, whose
+  /// row gives the first one owed.
+  bool owes_prompt_logprobs() const { return prompt_lp_next < prompt_len; }
+  /// From the logits rows of a step that consumed tokens [first, first + rows): streams the
+  /// logprobs they give of owed prompt tokens (row i gives token first + i + 1).
+  void emit_prompt_logprobs(int64_t first, std::span<const float> rows, int64_t vocab);
 
   std::shared_ptr<RequestCtx> ctx;
   int sample_index = 0;
@@ -82,6 +90,7 @@ class Sequence {
   int64_t computed = 0;       // tokens consumed by `state`
   int64_t cached_tokens = 0;  // prompt tokens restored from the prefix cache
   int64_t state_bytes = 0;    // accounted against the engine's capacity
+  int64_t prompt_lp_next = 0;  // the first prompt token whose logprob is still owed (owes_prompt_logprobs)
   bool finished = false;
   std::optional<std::chrono::steady_clock::time_point> first_token_at;
   // Overlapped step loop (engine thread): tokens that launched, not yet collected steps will

@@ -34,4 +34,15 @@ int32_t argmax(std::span<const float> values) {
   return best;
 }
 
+TokenLogprob token_logprob(std::span<const float> logits, int32_t token, int64_t top_k, std::vector<float>& scratch) {
+  scratch.resize(logits.size());
+  log_softmax(logits, scratch);
+  TokenLogprob r;
+  r.logprob = scratch[static_cast<size_t>(token)];
+  r.rank = 1;
+  for (float v : scratch) r.rank += v > r.logprob;
+  if (top_k > 0) r.top = top_k_entries(scratch, top_k);
+  return r;
+}
+
 }  // namespace deepinfer

@@ -63,6 +63,9 @@ Status SamplingParams::validate(int64_t vocab_size) const {
     return bad("top_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "], got " +
                std::to_string(top_logprobs));
   if (top_logprobs > 0 && !logprobs) return bad("top_logprobs requires logprobs to be true");
+  if (prompt_logprobs < -1 || prompt_logprobs > kMaxTopLogprobs)
+    return bad("prompt_logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "] (or absent), got " +
+               std::to_string(prompt_logprobs));
   return Status::ok();
 }
 

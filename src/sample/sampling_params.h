@@ -44,6 +44,9 @@ struct SamplingParams {
   int32_t n = 1;                 // independent samples of the same prompt, 1..kMaxSamplesPerRequest
   bool logprobs = false;         // report the chosen token's logprob
   int32_t top_logprobs = 0;      // 0..kMaxTopLogprobs alternatives per token; needs logprobs
+  /// vLLM's prompt_logprobs: -1 off; k in 0..kMaxTopLogprobs: each prompt token's logprob given
+  /// the tokens before it (the first token has none), its rank and k alternatives.
+  int32_t prompt_logprobs = -1;
   std::optional<uint64_t> seed;  // nullopt: the engine draws one at admission (resolve_seed)
 
   bool is_greedy() const { return temperature < kGreedyTemperature; }

@@ -13,6 +13,7 @@ void ChoiceRun::init_choices(int choices, int prompts, const ChoiceOutputOptions
   finish.assign(static_cast<size_t>(choices), "");
   stop_reason.assign(static_cast<size_t>(choices), std::nullopt);
   cached.assign(static_cast<size_t>(prompts), 0);
+  prompt_lp.assign(static_cast<size_t>(choices), {});
 }
 
 std::string ChoiceRun::api_reason(int, const std::string& engine_reason) const {
@@ -30,6 +31,15 @@ bool ChoiceRun::apply(ChoiceEvent& ce, ChoiceDelta& d, Status& error) {
     case StreamEvent::Kind::kError:
       error = ev.error.is_ok() ? Status::internal("the engine failed the request") : ev.error;
       return false;
+    case StreamEvent::Kind::kPromptLogprobs: {
+      auto& got = prompt_lp[static_cast<size_t>(c)];
+      if (ev.prompt_offset != static_cast<int64_t>(got.size()) + 1) {
+        error = Status::internal("prompt logprobs arrived out of order");
+        return false;
+      }
+      for (auto& t : ev.tokens) got.push_back(std::move(t));
+      return true;
+    }
     case StreamEvent::Kind::kTokens:
       d = outs[c].push(ev.tokens);
       if (outs[c].stopped_by_string()) {
@@ -64,6 +74,21 @@ int64_t ChoiceRun::completion_tokens() const {
   int64_t n = 0;
   for (const ChoiceOutput& o : outs) n += o.num_tokens();
   return n;
+}
+
+Json ChoiceRun::prompt_logprobs_json(int c) const {
+  Json out = Json::array();
+  out.push_back(nullptr);
+  for (const SampledToken& t : prompt_lp[static_cast<size_t>(c)]) {
+    Json entry = Json::object();
+    entry[std::to_string(t.id)] = {{"logprob", t.logprob}, {"rank", t.rank}, {"decoded_token", token_text(ctx, t.id)}};
+    for (size_t i = 0; i < t.top.size(); ++i) {
+      const auto& [id, lp] = t.top[i];
+      if (id != t.id) entry[std::to_string(id)] = {{"logprob", lp}, {"rank", static_cast<int>(i) + 1}, {"decoded_token", token_text(ctx, id)}};
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
 }
 
 Json ChoiceRun::frame(const char* object, Json choices) const {

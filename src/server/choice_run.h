@@ -36,6 +36,9 @@ class ChoiceRun {
   std::vector<std::string> finish;  // "" while running
   std::vector<std::optional<std::string>> stop_reason;
   std::vector<int64_t> cached;      // per prompt: its tokens served from the prefix cache
+  /// Per choice: the logprobs of its prompt's tokens 1, 2, ... as they arrived
+  /// (sampling.prompt_logprobs; StreamEvent::kPromptLogprobs).
+  std::vector<std::vector<SampledToken>> prompt_lp;
 
   /// Sizes the per-choice vectors for `choices` choices of `prompts` prompts, each choice's output
   /// built from `opts`.
@@ -51,6 +54,9 @@ class ChoiceRun {
   Json frame(const char* object, Json choices) const;
   /// The usage object of the run so far.
   virtual Json usage() const = 0;
+  /// vLLM's `prompt_logprobs` of choice c: null for the prompt's first token, then per token an
+  /// object {"<id>": {"logprob", "rank", "decoded_token"}} with the token and its alternatives.
+  Json prompt_logprobs_json(int c) const;
 
  protected:
   /// The API's finish reason for the engine's (chat: "tool_calls" when the choice called tools).

@@ -175,7 +175,7 @@ std::optional<ChoiceEvent> Generation::poll(size_t i, std::chrono::milliseconds 
       if (ev->finish_reason == "cancelled") server_cancel_ = true;
       s.server_done[static_cast<size_t>(k)] = true;
       if (--s.open_samples <= 0) end_sub(s, /*cancel=*/false);
-    } else if (!ev->tokens.empty()) {
+    } else if (ev->kind == StreamEvent::Kind::kTokens && !ev->tokens.empty()) {
       const auto now = Clock::now();
       auto& last = s.last_token[static_cast<size_t>(k)];
       if (!first_token_seen_) {

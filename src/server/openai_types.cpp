@@ -163,7 +163,11 @@ Status parse_common(const Json& body, const ParseLimits& limits, ParseError* err
     if (*b != sp.n) return bad(err, "best_of", "'best_of' other than n is not supported");
   }
   std::optional<int64_t> max_tokens;
-  DI_TRY(f.get_int("max_tokens", 1, kI64Max, max_tokens));
+  DI_TRY(f.get_int("max_tokens", 0, kI64Max, max_tokens));
+  if (max_tokens && *max_tokens == 0) {
+    r.max_tokens_zero = true;
+    max_tokens.reset();
+  }
   std::optional<int64_t> max_completion_tokens;
   DI_TRY(f.get_int("max_completion_tokens", 1, kI64Max, max_completion_tokens));
   sp.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
@@ -205,6 +209,13 @@ Status parse_common(const Json& body, const ParseLimits& limits, ParseError* err
     }
   }
   DI_TRY(f.get("stream", r.stream));
+  std::optional<int64_t> prompt_logprobs;
+  DI_TRY(f.get_int("prompt_logprobs", 0, kMaxTopLogprobs, prompt_logprobs));
+  if (prompt_logprobs) {
+    if (r.stream) return bad(err, "prompt_logprobs", "'prompt_logprobs' is not supported with 'stream': true");
+    sp.prompt_logprobs = static_cast<int32_t>(*prompt_logprobs);
+    r.prompt_logprobs = true;
+  }
   if (const Json* so = f.find("stream_options")) {
     if (!so->is_object()) return f.type_error("stream_options", "an object", *so);
     Fields s(*so, err, "stream_options.");
@@ -428,6 +439,7 @@ Result<Json> parse_json_body(std::string_view body) {
 Result<ChatRequest> parse_chat_request(const Json& body, const ParseLimits& limits, ParseError* err) {
   ChatRequest r;
   DI_TRY(parse_common(body, limits, err, r));
+  if (r.max_tokens_zero) return bad(err, "max_tokens", "'max_tokens' must be at least 1");
   DI_TRY(parse_messages(body, limits, err, r.messages));
   DI_TRY(parse_tools(body, err, r));
   Fields f(body, err);
@@ -529,9 +541,15 @@ Result<CompletionRequest> parse_completion_request(const Json& body, const Parse
   std::string suffix;
   DI_TRY(f.get("suffix", suffix));
   if (!suffix.empty()) return Status(StatusCode::kUnsupported, "'suffix' is not supported");
-  if (r.echo && r.sampling.logprobs) {
-    return Status(StatusCode::kUnsupported, "'echo' with 'logprobs' needs prompt logprobs, which this server does not compute");
+  if (r.max_tokens_zero) {
+    if (!r.echo) return bad(err, "max_tokens", "'max_tokens' must be at least 1 (0 only with 'echo': true)");
+    if (r.sampling.n != 1) return bad(err, "n", "'max_tokens': 0 (the prompt only) needs n = 1");
+    r.echo_only = true;
+    r.sampling.max_tokens = 1;
   }
+  // echo with logprobs lists the prompt's tokens first, with as many alternatives as the completion's.
+  if (r.echo && r.sampling.logprobs)
+    r.sampling.prompt_logprobs = std::max(r.sampling.prompt_logprobs, r.sampling.top_logprobs);
   return r;
 }
 

@@ -64,6 +64,8 @@ struct CommonRequest {
   int priority = 0;
   std::string user;
   StructuredOutput structured;  // response_format / guided_* / structured_outputs
+  bool max_tokens_zero = false;  // "max_tokens": 0 (only completions with echo accept it)
+  bool prompt_logprobs = false;  // the request has vLLM's prompt_logprobs (sampling.prompt_logprobs)
 };
 
 enum class ToolChoice { kAuto, kNone, kRequired, kNamed };
@@ -90,6 +92,9 @@ struct PromptInput {
 struct CompletionRequest : CommonRequest {
   std::vector<PromptInput> prompts;  // one engine request (of n samples) each
   bool echo = false;
+  /// echo with "max_tokens": 0: the prompt only (and its logprobs), no completion. The engine
+  /// runs one token (sampling.max_tokens = 1) that the response leaves out, as vLLM does.
+  bool echo_only = false;
 };
 
 /// Limits the parser enforces itself (the rest is SamplingParams::validate and the engine).

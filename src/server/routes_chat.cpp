@@ -21,6 +21,7 @@ namespace {
 struct ChatRun final : ChoiceRun {
   explicit ChatRun(ServerContext& c) : ChoiceRun(c) {}
   bool return_token_ids = false;
+  bool prompt_logprobs = false;  // vLLM's prompt_logprobs: top-level, of the rendered prompt (choice 0's)
   bool thinking = false;
   std::vector<Json> logprob_content;  // non-streaming: accumulated per choice
 
@@ -133,6 +134,7 @@ struct ChatRun final : ChoiceRun {
       choices.push_back(std::move(ch));
     }
     Json j = frame("chat.completion", std::move(choices));
+    if (prompt_logprobs) j["prompt_logprobs"] = prompt_logprobs_json(0);
     j["usage"] = usage();
     return j;
   }
@@ -203,6 +205,7 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   run->created = unix_time();
   run->logprobs = req.sampling.logprobs;
   run->return_token_ids = req.return_token_ids;
+  run->prompt_logprobs = req.prompt_logprobs;
   run->include_usage = req.stream && req.stream_options.include_usage;
   run->continuous_usage = req.stream_options.continuous_usage_stats;
   run->thinking = thinking;

@@ -1,6 +1,8 @@
 // POST /v1/completions: prompts as a string, a list of strings, token ids or a list of token-id
 // lists (one engine request of n samples each; choice index = prompt * n + sample), echo,
-// logprobs (OpenAI's completions shape), streaming over SSE. Text prompts are encoded in
+// logprobs (OpenAI's completions shape; with echo the prompt's tokens come first, the first with a
+// null logprob), echo with max_tokens 0 (the prompt alone), vLLM's prompt_logprobs (non-streaming),
+// streaming over SSE. Text prompts are encoded in
 // SpecialTokenMode::kText. Without a tokenizer only token-id prompts are served and the
 // generated ids come back in choices[i].token_ids (vLLM's --skip-tokenizer-init behaviour).
 #include "server/choice_run.h"
@@ -14,7 +16,13 @@ namespace {
 struct CompletionRun final : ChoiceRun {
   explicit CompletionRun(ServerContext& c) : ChoiceRun(c) {}
   bool token_ids = false;
+  bool echo_logprobs = false;     // echo + logprobs: the logprobs list the prompt's tokens first
+  bool echo_only = false;         // max_tokens 0: the completion's one token is left out
+  bool prompt_logprobs = false;   // vLLM's prompt_logprobs on each choice
+  int32_t top_n = 0;              // alternatives per token (the request's `logprobs`)
   std::vector<std::string> echo;  // per prompt ("" when not echoing)
+  std::vector<std::vector<int32_t>> prompt_ids;  // per prompt (echo_logprobs)
+  std::vector<bool> echo_sent;    // streaming with echo_logprobs: per choice
   std::vector<std::string> text;  // non-streaming: accumulated per choice
   std::vector<Json> lp;            // non-streaming: per choice {tokens, token_logprobs, top_logprobs, text_offset}
   std::vector<int64_t> offset;     // text_offset bookkeeping per choice
@@ -23,7 +31,11 @@ struct CompletionRun final : ChoiceRun {
     int64_t prompt = 0, hit = 0;
     for (int p = 0; p * gen->n() < gen->num_choices(); ++p) prompt += gen->prompt_tokens(p * gen->n());
     for (int64_t c : cached) hit += c;
-    return usage_json(prompt, completion_tokens(), hit);
+    return usage_json(prompt, echo_only ? 0 : completion_tokens(), hit);
+  }
+
+  std::string api_reason(int c, const std::string& engine_reason) const override {
+    return echo_only && engine_reason != "cancelled" ? "length" : ChoiceRun::api_reason(c, engine_reason);
   }
 
   void on_cancelled_tail(int c, ChoiceDelta tail) override { text[c] += tail.text; }
@@ -46,6 +58,31 @@ struct CompletionRun final : ChoiceRun {
     }
   }
 
+  /// The prompt's part of choice c's logprobs (echo_logprobs): its first token with null, then the
+  /// prompt logprobs that came; text offsets from 0 over the tokens' bytes.
+  Json echo_logprobs_json(int c) const {
+    Json into = empty_logprobs();
+    const std::vector<int32_t>& ids = prompt_ids[static_cast<size_t>(c / gen->n())];
+    int64_t at = 0;
+    auto add = [&](int32_t id, Json lp, Json top) {
+      into["tokens"].push_back(token_text(ctx, id));
+      into["token_logprobs"].push_back(std::move(lp));
+      into["top_logprobs"].push_back(std::move(top));
+      into["text_offset"].push_back(at);
+      at += static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(id).size() : 0);
+    };
+    add(ids.front(), Json(), Json());
+    for (const SampledToken& t : prompt_lp[static_cast<size_t>(c)]) {
+      Json top = Json::object();
+      for (size_t i = 0; i < t.top.size() && static_cast<int32_t>(i) < top_n; ++i) top[token_text(ctx, t.top[i].first)] = t.top[i].second;
+      add(t.id, t.logprob, top_n > 0 ? std::move(top) : Json());
+    }
+    return into;
+  }
+  bool prompt_logprobs_complete(int c) const {
+    return prompt_lp[static_cast<size_t>(c)].size() + 1 >= prompt_ids[static_cast<size_t>(c / gen->n())].size();
+  }
+
   Json choice(int c, const std::string& t, Json logprobs_obj, const std::vector<int32_t>* ids, bool with_finish) const {
     Json ch;
     ch["index"] = c;
@@ -66,13 +103,24 @@ void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
     return sink.write(sse_data(j.dump(-1, ' ', false, Json::error_handler_t::replace)));
   };
   const int nc = static_cast<int>(run->outs.size());
-  for (int c = 0; c < nc; ++c) {
+  // The echo comes first; with logprobs, once the prompt's logprobs are in (before the choice's first token).
+  auto send_echo = [&](int c) {
     const std::string& e = run->echo[c / run->gen->n()];
-    if (!e.empty() && !write(run->envelope(Json::array({run->choice(c, e, Json(), nullptr, false)})))) {
-      return run->gen->cancel();
-    }
+    if (e.empty() && !run->echo_logprobs) return true;
+    return write(run->envelope(
+        Json::array({run->choice(c, e, run->echo_logprobs ? run->echo_logprobs_json(c) : Json(), nullptr, false)})));
+  };
+  if (!run->echo_logprobs) {
+    for (int c = 0; c < nc; ++c)
+      if (!send_echo(c)) return run->gen->cancel();
   }
   auto error = stream_events(*run, sink, [&](int c, ChoiceDelta& d, bool now_finished) {
+    if (run->echo_logprobs && !run->echo_sent[c]) {
+      if (!run->prompt_logprobs_complete(c)) return true;
+      run->echo_sent[c] = true;
+      if (!send_echo(c)) return false;
+    }
+    if (run->echo_only) d = ChoiceDelta{};
     if (d.text.empty() && !now_finished && !((run->logprobs || run->token_ids) && !d.tokens.empty())) return true;
     Json lp;
     if (run->logprobs) {
@@ -103,6 +151,10 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
   run->id = ctx.make_id("cmpl");
   run->created = unix_time();
   run->logprobs = req.sampling.logprobs;
+  run->top_n = req.sampling.top_logprobs;
+  run->echo_logprobs = req.echo && req.sampling.logprobs;
+  run->echo_only = req.echo_only;
+  run->prompt_logprobs = req.prompt_logprobs;
   run->token_ids = req.return_token_ids || !ctx.tok;
   run->include_usage = req.stream && req.stream_options.include_usage;
   run->continuous_usage = req.stream_options.continuous_usage_stats;
@@ -139,6 +191,7 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
     }
     er.sampling = req.sampling;
     er.priority = req.priority;
+    run->prompt_ids.push_back(er.prompt);
     reqs.push_back(std::move(er));
   }
   auto gen = Generation::start(ctx, std::move(reqs), arrival);
@@ -156,20 +209,40 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
   run->text.assign(nc, "");
   run->lp.assign(nc, CompletionRun::empty_logprobs());
   run->offset.assign(nc, 0);
-  for (int c = 0; c < nc; ++c) run->offset[c] = static_cast<int64_t>(run->echo[c / n].size());
+  run->echo_sent.assign(nc, false);
+  for (int c = 0; c < nc; ++c) {
+    // Generated tokens' text offsets follow the echoed prompt: its tokens' bytes when they are listed too.
+    if (run->echo_logprobs) {
+      for (int32_t id : run->prompt_ids[c / n]) run->offset[c] += static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(id).size() : 0);
+    } else {
+      run->offset[c] = static_cast<int64_t>(run->echo[c / n].size());
+    }
+  }
 
   if (req.stream) return sse_response([run](ChunkSink& sink) { run_stream(run, sink); });
   return respond_when_done(
       ctx, run,
       [run](int c, ChoiceDelta& d) {
+        if (run->echo_only) return;
         run->text[c] += d.text;
         if (run->logprobs) run->add_logprobs(c, d.tokens, run->lp[c]);
       },
       [run, n, nc] {
         Json choices = Json::array();
+        const std::vector<int32_t> none;
         for (int c = 0; c < nc; ++c) {
-          choices.push_back(run->choice(c, run->echo[c / n] + run->text[c], run->logprobs ? run->lp[c] : Json(),
-                                        run->token_ids ? &run->outs[c].token_ids() : nullptr, true));
+          Json lp;
+          if (run->echo_logprobs) {
+            lp = run->echo_logprobs_json(c);
+            for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+              for (auto& v : run->lp[c][k]) lp[k].push_back(std::move(v));
+          } else if (run->logprobs) {
+            lp = run->lp[c];
+          }
+          const std::vector<int32_t>* ids = run->echo_only ? &none : &run->outs[c].token_ids();
+          Json ch = run->choice(c, run->echo[c / n] + run->text[c], std::move(lp), run->token_ids ? ids : nullptr, true);
+          if (run->prompt_logprobs) ch["prompt_logprobs"] = run->prompt_logprobs_json(c);
+          choices.push_back(std::move(ch));
         }
         Json resp = run->envelope(std::move(choices));
         resp["usage"] = run->usage();

@@ -437,6 +437,74 @@ TEST_F(ServerE2ETest, Logprobs) {
   EXPECT_TRUE(post_ok("/v1/chat/completions", {{"messages", user("x")}})["choices"][0]["logprobs"].is_null());
 }
 
+// Prompt logprobs (the fake engine: prompt token t has logprob -t/8 and rank t): echo + logprobs
+// lists the prompt's tokens first (the first with null), streamed or not; max_tokens 0 with echo
+// is the prompt alone; vLLM's prompt_logprobs on completions choices and on chat responses.
+TEST_F(ServerE2ETest, PromptLogprobsEchoAndVllmShapes) {
+  set_script(" world", /*eos=*/false);
+  const std::vector<int32_t> prompt = ids("Hello there friend");
+  const size_t P = prompt.size(), G = engine_->script.size();
+  ASSERT_GE(P, 3u);
+  Json r = post_ok("/v1/completions", {{"prompt", "Hello there friend"}, {"echo", true}, {"logprobs", 1}, {"max_tokens", G}});
+  EXPECT_EQ(engine_->submitted().back().sampling.prompt_logprobs, 1);
+  const Json& lp = r["choices"][0]["logprobs"];
+  EXPECT_EQ(r["choices"][0]["text"], "Hello there friend world");
+  ASSERT_EQ(lp["tokens"].size(), P + G);
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  size_t at = 0;
+  for (size_t t = 0; t < P; ++t) {
+    EXPECT_EQ(lp["tokens"][t], *tok().decode(std::vector<int32_t>{prompt[t]}));
+    EXPECT_EQ(lp["text_offset"][t], at);
+    at += tok().token_bytes(prompt[t]).size();
+    if (t > 0) {
+      EXPECT_FLOAT_EQ(lp["token_logprobs"][t].get<float>(), -static_cast<float>(t) / 8);
+      EXPECT_EQ(lp["top_logprobs"][t].size(), 1u);
+    }
+  }
+  EXPECT_EQ(lp["text_offset"][P], at);  // the completion's tokens follow the prompt's
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][P].get<float>(), -0.25f);
+  EXPECT_FALSE(r["choices"][0].contains("prompt_logprobs"));
+
+  // Streaming: the echo chunk carries the prompt's logprobs, before the first token's chunk.
+  auto s = parse_sse(post("/v1/completions", {{"prompt", "Hello there friend"}, {"echo", true}, {"logprobs", 0}, {"stream", true}, {"max_tokens", G}})->body);
+  ASSERT_TRUE(s.done);
+  ASSERT_GE(s.events.size(), 2u);
+  EXPECT_EQ(s.events[0]["choices"][0]["text"], "Hello there friend");
+  EXPECT_EQ(s.events[0]["choices"][0]["logprobs"]["tokens"].size(), P);
+  EXPECT_EQ(s.events[1]["choices"][0]["logprobs"]["text_offset"][0], at);
+
+  // max_tokens 0 with echo: the prompt alone, one engine token run and left out.
+  Json e = post_ok("/v1/completions", {{"prompt", "Hello there friend"}, {"echo", true}, {"logprobs", 2}, {"max_tokens", 0}});
+  EXPECT_EQ(engine_->submitted().back().sampling.max_tokens, 1);
+  EXPECT_EQ(e["choices"][0]["text"], "Hello there friend");
+  EXPECT_EQ(e["choices"][0]["logprobs"]["tokens"].size(), P);
+  EXPECT_EQ(e["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(e["usage"]["completion_tokens"], 0);
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"max_tokens", 0}}), 400, "max_tokens");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"echo", true}, {"max_tokens", 0}, {"n", 2}}), 400, "n");
+
+  // vLLM's prompt_logprobs: {id: {logprob, rank, decoded_token}} with the token and its alternatives.
+  Json v = post_ok("/v1/completions", {{"prompt", prompt}, {"prompt_logprobs", 2}, {"n", 2}, {"max_tokens", 1}});
+  for (int c = 0; c < 2; ++c) {
+    const Json& pl = v["choices"][c]["prompt_logprobs"];
+    ASSERT_EQ(pl.size(), P) << c;
+    EXPECT_TRUE(pl[0].is_null());
+    const Json& second = pl[1][std::to_string(prompt[1])];
+    EXPECT_FLOAT_EQ(second["logprob"].get<float>(), -0.125f);
+    EXPECT_EQ(second["rank"], 1);
+    EXPECT_EQ(second["decoded_token"], *tok().decode(std::vector<int32_t>{prompt[1]}));
+    EXPECT_EQ(pl[1]["1"]["rank"], 2);  // the fake's alternatives: ids 0, 1
+  }
+  Json chat = post_ok("/v1/chat/completions", {{"messages", user("x")}, {"prompt_logprobs", 0}, {"max_tokens", 1}});
+  const size_t chat_prompt = static_cast<size_t>(chat["usage"]["prompt_tokens"].get<int64_t>());
+  ASSERT_EQ(chat["prompt_logprobs"].size(), chat_prompt);
+  EXPECT_EQ(chat["prompt_logprobs"][chat_prompt - 1].size(), 1u);
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"prompt_logprobs", 1}, {"stream", true}}), 400, "prompt_logprobs");
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"max_tokens", 0}}), 400, "max_tokens");
+  expect_error(post("/v1/completions", {{"prompt", "x"}, {"prompt_logprobs", 21}}), 400, "prompt_logprobs");
+}
+
 TEST_F(ServerE2ETest, EngineFullIs429AndServerKeepsServing) {
   engine_->full = true;
   auto r = post("/v1/chat/completions", {{"messages", user("x")}});

@@ -2,7 +2,8 @@
 // its own thread and emits, for every sample, the configured script of token ids (or, with an
 // empty script, ids derived from the prompt), one token per event every `token_delay`. It
 // honours max_tokens ("length"), stop_token_ids and EOS ("stop", unless ignore_eos), n, logprobs
-// (deterministic values) and cancel ("cancelled"). It does not match stop strings, so the tests
+// and prompt_logprobs (deterministic values; prompt token t gets logprob -t/8, rank t, in two
+// events before the first token) and cancel ("cancelled"). It does not match stop strings, so the tests
 // see the server's own stop-string handling. `full` makes submit() answer kResourceExhausted.
 #pragma once
 
@@ -112,6 +113,27 @@ class FakeEngineClient final : public EngineClient {
       done[k] = true;
       --open;
     };
+    if (sp.prompt_logprobs >= 0) {
+      const int64_t P = static_cast<int64_t>(req.prompt.size()), half = (P + 1) / 2;
+      for (int k = 0; k < sp.n; ++k) {
+        for (auto [from, to] : {std::pair<int64_t, int64_t>{1, half}, std::pair<int64_t, int64_t>{half, P}}) {
+          if (from >= to) continue;
+          StreamEvent ev;
+          ev.kind = StreamEvent::Kind::kPromptLogprobs;
+          ev.sample_index = k;
+          ev.prompt_offset = from;
+          for (int64_t t = from; t < to; ++t) {
+            SampledToken pt;
+            pt.id = req.prompt[static_cast<size_t>(t)];
+            pt.logprob = -static_cast<float>(t) / 8;
+            pt.rank = static_cast<int32_t>(t);
+            for (int j = 0; j < sp.prompt_logprobs; ++j) pt.top.push_back({j, -0.0625f * static_cast<float>(j + 1)});
+            ev.tokens.push_back(std::move(pt));
+          }
+          stream->push(std::move(ev));
+        }
+      }
+    }
     for (int64_t i = 0; open > 0; ++i) {
       if (token_delay.count() > 0) std::this_thread::sleep_for(token_delay);
       if (stop_requested(req.id)) {
