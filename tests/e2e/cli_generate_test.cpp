@@ -101,6 +101,34 @@ TEST_F(CliGenerate, TextPromptEqualsTheSamePromptAsTokenIds) {
   EXPECT_EQ(text["logprobs"], tok["logprobs"]);
 }
 
+// prompt_logprobs on a generate line equal `deepinfer score` of the same tokens (one forward over
+// the whole prompt; the engine runs it in chunks of --max-batch-tokens): the same float bits.
+TEST_F(CliGenerate, PromptLogprobsEqualScore) {
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 70; ++i) ids.push_back(2 + (i * 37) % 1000);
+  auto out = generate({{{"id", "p"}, {"prompt_tokens", ids}, {"prompt_logprobs", 2}, {"max_tokens", 2}}}, "--max-batch-tokens 16");
+  ASSERT_EQ(out.size(), 1u);
+  const Json& pl = out["p"]["prompt_logprobs"];
+  ASSERT_EQ(pl.size(), ids.size());
+  write_file(dir_ / "score_in.jsonl", Json{{"id", "p"}, {"tokens", ids}}.dump() + "\n");
+  Run r = run("score " + quote(model_) + " --input " + quote(dir_ / "score_in.jsonl") + " --output " +
+              quote(dir_ / "score_out.jsonl") + " --top-logprobs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json score = Json::parse(read_file(dir_ / "score_out.jsonl"));
+  EXPECT_TRUE(pl[0].is_null());
+  for (size_t t = 1; t < ids.size(); ++t) {
+    const Json& entry = pl[t];
+    const std::string key = std::to_string(ids[t]);
+    ASSERT_TRUE(entry.contains(key)) << t;
+    EXPECT_EQ(entry[key]["logprob"].get<double>(), score["token_logprobs"][t].get<double>()) << t;
+    for (const Json& alt : score["top_logprobs"][t]) {  // [id, logprob]
+      const std::string k = std::to_string(alt[0].get<int>());
+      ASSERT_TRUE(entry.contains(k)) << t;
+      EXPECT_EQ(entry[k]["logprob"].get<double>(), alt[1].get<double>()) << t;
+    }
+  }
+}
+
 TEST_F(CliGenerate, ChatMessagesGiveTokensAndText) {
   const Json messages = Json::array({{{"role", "system"}, {"content", "You are terse."}},
                                      {{"role", "user"}, {"content", kText}}});

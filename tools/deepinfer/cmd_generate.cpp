@@ -4,7 +4,7 @@
 //   "prompt": "text" | [ids]       (a completion)
 //   "messages": [...]              (a chat, with tools/thinking as in /v1/chat/completions)
 // and any OpenAI/vLLM sampling field (max_tokens, temperature, top_p, top_k, min_p, seed, n, stop,
-// stop_token_ids, logprobs, penalties, ...). Lines go through the same parsing, validation and
+// stop_token_ids, logprobs, prompt_logprobs, echo, penalties, ...). Lines go through the same parsing, validation and
 // routes as the HTTP API, concurrently, so the engine batches them. Every line is validated
 // before any work. Results are appended one line each and flushed as they finish; a rerun skips
 // ids already in the output (a line cut short by a kill is dropped and recomputed), so after
@@ -39,6 +39,7 @@ struct GenArgs {
   std::string device = "cpu";
   int concurrency = 64;
   int64_t max_running = 64;
+  int64_t max_batch_tokens = 2048;
   int64_t max_context = 65536;
   bool progress = true;
   double target_step_ms = 0;  // offline: throughput, no latency target by default
@@ -124,15 +125,17 @@ Json result_line(const Job& job, const Json& resp) {
       o["text"] = c["text"];
     }
     if (c.contains("logprobs") && !c["logprobs"].is_null()) o["logprobs"] = c["logprobs"];
+    if (c.contains("prompt_logprobs")) o["prompt_logprobs"] = c["prompt_logprobs"];
     choices.push_back(std::move(o));
   }
   if (!choices.empty()) {
     out["tokens"] = choices[0]["tokens"];
     out["finish_reason"] = choices[0]["finish_reason"];
     if (choices[0].contains("text")) out["text"] = choices[0]["text"];
-    for (const char* k : {"reasoning_content", "tool_calls", "logprobs"})
+    for (const char* k : {"reasoning_content", "tool_calls", "logprobs", "prompt_logprobs"})
       if (choices[0].contains(k)) out[k] = choices[0][k];
   }
+  if (resp.contains("prompt_logprobs")) out["prompt_logprobs"] = resp["prompt_logprobs"];  // chat: one per request
   if (choices.size() > 1) out["choices"] = choices;
   if (resp.contains("usage")) out["usage"] = resp["usage"];
   return out;
@@ -166,6 +169,7 @@ int run_generate(const GenArgs& a) {
   eo.device = a.device;
   eo.overlap = a.overlap;
   eo.sched.max_running = a.max_running;
+  eo.sched.max_batch_tokens = a.max_batch_tokens;
   eo.sched.max_waiting = std::max<int64_t>(4096, a.concurrency * 128);
   eo.sched.target_step_ms = a.target_step_ms;
   eo.max_context = a.max_context;
@@ -279,6 +283,7 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
                 "synchronous engine steps (default: step N+1 is launched before step N's tokens are collected)");
   gen->add_option("--concurrency", a->concurrency, "requests in flight");
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
+  gen->add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
   gen->add_option("--target-step-ms", a->target_step_ms,
                   "target step time (ms): prefill chunks are sized by the fitted step-cost model to stay "

@@ -76,6 +76,8 @@ TEST(SamplingParamsTest, RejectsOutOfRangeWithClearMessages) {
       {"top_logprobs 21", [](SamplingParams& p) { p.logprobs = true; p.top_logprobs = 21; }, "top_logprobs must be in [0, 20], got 21"},
       {"top_logprobs -1", [](SamplingParams& p) { p.top_logprobs = -1; }, "top_logprobs must be in [0, 20]"},
       {"top_logprobs without logprobs", [](SamplingParams& p) { p.top_logprobs = 3; }, "requires logprobs"},
+      {"prompt_logprobs 21", [](SamplingParams& p) { p.prompt_logprobs = 21; }, "prompt_logprobs must be in [0, 20]"},
+      {"prompt_logprobs -2", [](SamplingParams& p) { p.prompt_logprobs = -2; }, "prompt_logprobs must be in [0, 20]"},
   };
   for (const BadCase& c : cases) {
     SamplingParams p;

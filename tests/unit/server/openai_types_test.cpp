@@ -195,8 +195,14 @@ TEST(CompletionRequestTest, PromptShapes) {
   EXPECT_EQ(c->prompts.size(), 1u);
   EXPECT_EQ(c->prompts[0].ids, (std::vector<int32_t>{1, 2, 3}));
   auto d = parse_completion_request(J(R"({"prompt": [[1], [2, 3]], "echo": true, "logprobs": 2})"), {}, &e);
-  ASSERT_FALSE(d.is_ok());  // echo + logprobs: unsupported
-  EXPECT_EQ(d.status().code(), StatusCode::kUnsupported);
+  ASSERT_TRUE(d.is_ok());  // echo + logprobs: the prompt's logprobs too, with as many alternatives
+  EXPECT_EQ(d->sampling.prompt_logprobs, 2);
+  auto p = parse_completion_request(J(R"({"prompt": "x", "echo": true, "logprobs": 1, "prompt_logprobs": 4, "max_tokens": 0})"), {}, &e);
+  ASSERT_TRUE(p.is_ok());
+  EXPECT_EQ(p->sampling.prompt_logprobs, 4);
+  EXPECT_TRUE(p->echo_only);
+  EXPECT_EQ(p->sampling.max_tokens, 1);
+  EXPECT_TRUE(p->prompt_logprobs);
   auto f = parse_completion_request(J(R"({"prompt": [[1], [2, 3]], "logprobs": 2})"), {}, &e);
   ASSERT_TRUE(f.is_ok());
   EXPECT_EQ(f->prompts.size(), 2u);
