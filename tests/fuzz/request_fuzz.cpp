@@ -35,8 +35,9 @@ void check(bool ok, const char* what, std::string_view detail = {}) {
   std::abort();
 }
 
-// Validates as the real engine's submit does, then finishes every sample at once: one tokens
-// event (the prompt's last ids, up to max_tokens) and a finish event.
+// Validates as the real engine's submit does, then finishes every sample at once: the prompt's
+// logprobs when asked for, one tokens event (the prompt's last ids, up to max_tokens) and a
+// finish event.
 class InstantEngine final : public EngineClient {
  public:
   explicit InstantEngine(ModelInfo info) : info_(std::move(info)) {}
@@ -49,6 +50,21 @@ class InstantEngine final : public EngineClient {
     auto stream = std::make_shared<RequestStream>();
     const int64_t max_new = std::min<int64_t>(req.sampling.max_tokens.value_or(8), 8);
     for (int s = 0; s < req.sampling.n; ++s) {
+      if (req.sampling.prompt_logprobs >= 0 && req.prompt.size() > 1) {  // as the engine: before the tokens
+        StreamEvent pl;
+        pl.kind = StreamEvent::Kind::kPromptLogprobs;
+        pl.sample_index = s;
+        pl.prompt_offset = 1;
+        for (size_t i = 1; i < req.prompt.size(); ++i) {
+          SampledToken t;
+          t.id = req.prompt[i];
+          t.logprob = -1.5f;
+          t.rank = static_cast<int32_t>(i);
+          for (int k = 0; k < req.sampling.prompt_logprobs; ++k) t.top.emplace_back((t.id + k) % info_.vocab_size, -1.f - k);
+          pl.tokens.push_back(std::move(t));
+        }
+        stream->push(std::move(pl));
+      }
       StreamEvent ev;
       ev.sample_index = s;
       for (int64_t i = 0; i < max_new && i < static_cast<int64_t>(req.prompt.size()); ++i) {
