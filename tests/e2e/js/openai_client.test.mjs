@@ -236,6 +236,41 @@ const checks = [
     assert.deepEqual(tokens, lp.token_logprobs);
   }],
 
+  ['prompt logprobs as lm-eval-harness asks (echo + logprobs, max_tokens 0): decode == prefill, stream == non-stream', async () => {
+    const prompt = [3, 14, 15, 92, 65, 35, 89, 79, 32, 38, 46, 26, 43];
+    // The greedy continuation and its logprobs, from decode steps.
+    const gen = await client.completions.create({ model, prompt, max_tokens: 3, temperature: 0, logprobs: 2, ignore_eos: true,
+                                                  return_token_ids: true });
+    const next = gen.choices[0].token_ids;
+    // The same tokens appended to the prompt and scored by the prefill (lm-eval's loglikelihood request).
+    const scored = await client.completions.create({ model, prompt: [...prompt, ...next], max_tokens: 0, echo: true,
+                                                     logprobs: 2, temperature: 0 });
+    const lp = scored.choices[0].logprobs;
+    assert.equal(lp.tokens.length, prompt.length + next.length);
+    assert.equal(lp.token_logprobs[0], null);
+    assert.equal(scored.usage.completion_tokens, 0);
+    assert.equal(scored.choices[0].finish_reason, 'length');
+    for (let i = 0; i < next.length; ++i) {
+      // The CPU engine is bitwise invariant to batching and chunking: the same float.
+      assert.equal(lp.token_logprobs[prompt.length + i], gen.choices[0].logprobs.token_logprobs[i], `token ${i}`);
+      assert.deepEqual(lp.top_logprobs[prompt.length + i], gen.choices[0].logprobs.top_logprobs[i]);
+    }
+    for (let t = 1; t < lp.tokens.length; ++t) {
+      const best = Math.max(...Object.values(lp.top_logprobs[t]));
+      assert.ok(lp.token_logprobs[t] <= best, `token ${t}: no alternative below the token's own`);
+    }
+    // Streamed: the echo chunk carries the same prompt logprobs.
+    const chunks = [];
+    for await (const c of await client.completions.create({ model, prompt: [...prompt, ...next], max_tokens: 0, echo: true,
+                                                              logprobs: 2, temperature: 0, stream: true })) chunks.push(c);
+    assert.deepEqual(chunks[0].choices[0].logprobs.token_logprobs, lp.token_logprobs);
+    // vLLM's prompt_logprobs: the same values keyed by token id.
+    const v = await client.completions.create({ model, prompt: [...prompt, ...next], max_tokens: 1, prompt_logprobs: 0 });
+    const pl = v.choices[0].prompt_logprobs;
+    assert.equal(pl[0], null);
+    for (let t = 1; t < pl.length; ++t) assert.equal(pl[t][String([...prompt, ...next][t])].logprob, lp.token_logprobs[t]);
+  }],
+
   ['tools: accepted, rendered into the prompt; tool-call history round-trips', async () => {
     // A random model does not emit a DSML call on its own; the DSML -> tool_calls parser is
     // covered by tests/unit/server/e2e_test.cpp (server_e2e_test, scripted engine).
