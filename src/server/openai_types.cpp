@@ -321,6 +321,15 @@ Status parse_messages(const Json& body, const ParseLimits& limits, ParseError* e
         DI_TRY(normalise_tool_calls(*tc, p + ".tool_calls", err, calls));
         if (!calls.empty()) nm["tool_calls"] = std::move(calls);
       }
+      // DeepSeek's chat prefix completion: the reply continues this message (the last one).
+      auto prefix = m.find("prefix");
+      if (prefix != m.end() && !prefix->is_null()) {
+        if (!prefix->is_boolean()) return bad(err, p + ".prefix", "'" + p + ".prefix' must be a boolean");
+        if (prefix->get<bool>()) {
+          if (i + 1 != it->size()) return bad(err, p + ".prefix", "only the last message may have 'prefix': true");
+          nm["prefix"] = true;
+        }
+      }
     } else {
       if (!content.is_string()) return bad(err, p + ".content", "'" + p + ".content' is required");
       nm["content"] = content;
@@ -443,6 +452,22 @@ Result<ChatRequest> parse_chat_request(const Json& body, const ParseLimits& limi
   DI_TRY(parse_messages(body, limits, err, r.messages));
   DI_TRY(parse_tools(body, err, r));
   Fields f(body, err);
+  // The reply continues the last (assistant) message: its "prefix": true, or vLLM's continue_final_message.
+  bool continue_final = false;
+  DI_TRY(f.get("continue_final_message", continue_final));
+  Json& last = r.messages.back();
+  if (last.contains("prefix")) {
+    last.erase("prefix");
+    continue_final = true;
+  }
+  if (continue_final) {
+    if (last["role"] != "assistant")
+      return bad(err, "continue_final_message", "continuing the final message needs the last message to be the assistant's");
+    if (last.contains("tool_calls"))
+      return bad(err, "messages", "the continued final assistant message must not have tool_calls");
+    last["wo_eos"] = true;  // the encoder's spelling: no end-of-sentence after it
+    r.continue_final = true;
+  }
   bool logprobs = false;
   DI_TRY(f.get("logprobs", logprobs));
   r.sampling.logprobs = logprobs;

@@ -81,6 +81,9 @@ struct ChatRequest : CommonRequest {
   std::optional<bool> thinking;        // chat_template_kwargs.thinking / thinking.type
   std::optional<bool> drop_thinking;   // chat_template_kwargs.drop_thinking
   std::string reasoning_effort;        // as given ("" = none)
+  /// The reply continues the last message, an assistant's (DeepSeek's "prefix": true on it, or
+  /// vLLM's continue_final_message): rendered without its end-of-sentence (`wo_eos`).
+  bool continue_final = false;
 };
 
 struct PromptInput {

@@ -197,6 +197,27 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   opts.reasoning_effort = req.reasoning_effort;
   auto rendered = tokenizer::render_chat(build_messages(req), opts);
   if (!rendered.is_ok()) return status_response(rendered.status(), nullptr);
+  // Continuing a final assistant message that has reasoning but no content yet, in thinking mode:
+  // the reply continues the reasoning, so the prompt stops before the </think> that closes it.
+  bool continues_reasoning = false;
+  if (req.continue_final && thinking) {
+    const Json& last = req.messages.back();
+    const bool no_content = !last.contains("content") || !last["content"].is_string() || last["content"].get<std::string>().empty();
+    const std::string think_end = tokenizer::tokens::kThinkEnd;
+    auto& ranges = rendered->special_ranges;
+    if (no_content && !ranges.empty() && ranges.back().end == rendered->text.size() &&
+        rendered->text.compare(ranges.back().begin, std::string::npos, think_end) == 0) {
+      rendered->text.resize(ranges.back().begin);
+      ranges.pop_back();
+      continues_reasoning = true;
+    }
+  }
+  if (req.continue_final && (req.structured.any() || req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed)) {
+    perr.param = "messages";
+    return status_response(Status::invalid_argument(
+        "a continued final assistant message (prefix / continue_final_message) cannot be combined with a "
+        "structured-output constraint or a forced tool call"), &perr);
+  }
   auto ids = tokenizer::encode_rendered(*ctx.tok, *rendered);
   if (!ids.is_ok()) return status_response(ids.status(), nullptr);
 
@@ -220,7 +241,8 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   co.parser.format = ctx.cfg.chat_format;
   const std::string& text = rendered->text;
   const std::string think = tokenizer::tokens::kThinkStart;
-  co.parser.starts_in_reasoning = text.size() >= think.size() && text.compare(text.size() - think.size(), think.size(), think) == 0;
+  co.parser.starts_in_reasoning = continues_reasoning ||
+                                  (text.size() >= think.size() && text.compare(text.size() - think.size(), think.size(), think) == 0);
 
   const int n = req.sampling.n;
   EngineRequest er;

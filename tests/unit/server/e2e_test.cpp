@@ -220,6 +220,45 @@ TEST_F(ServerE2ETest, ChatReasoningIsSplitFromContent) {
   EXPECT_EQ(content, "The answer is 4.");
 }
 
+// Chat prefix completion: the last assistant message with "prefix": true (DeepSeek) or
+// continue_final_message (vLLM) is rendered without its end-of-sentence and the reply continues it;
+// in thinking mode, a prefix of reasoning alone continues the reasoning (no </think> yet).
+TEST_F(ServerE2ETest, ChatPrefixContinuesTheLastAssistantMessage) {
+  set_script(" world");
+  Json msgs = user("hi");
+  msgs.push_back({{"role", "assistant"}, {"content", "```python"}, {"prefix", true}});
+  Json r = post_ok("/v1/chat/completions", {{"messages", msgs}});
+  EXPECT_EQ(r["choices"][0]["message"]["content"], " world");  // the continuation only
+  std::string prompt = *tok().decode(engine_->submitted().back().prompt);
+  EXPECT_EQ(prompt.substr(prompt.size() - 17), "</think>```python") << prompt;
+  // vLLM's spelling, same prompt.
+  msgs.back().erase("prefix");
+  post_ok("/v1/chat/completions", {{"messages", msgs}, {"continue_final_message", true}});
+  EXPECT_EQ(*tok().decode(engine_->submitted().back().prompt), prompt);
+  // Without either, the message is closed and a new turn would follow it.
+  post_ok("/v1/chat/completions", {{"messages", msgs}});
+  EXPECT_NE(*tok().decode(engine_->submitted().back().prompt), prompt);
+
+  // Thinking mode, reasoning only: the reply continues the reasoning, then answers.
+  set_script(" more.</think>Four.");
+  Json think = user("2+2?");
+  think.push_back({{"role", "assistant"}, {"content", ""}, {"reasoning_content", "Let me"}, {"prefix", true}});
+  Json t = post_ok("/v1/chat/completions", {{"messages", think}, {"thinking", {{"type", "enabled"}}}});
+  EXPECT_EQ(t["choices"][0]["message"]["reasoning_content"], " more.");
+  EXPECT_EQ(t["choices"][0]["message"]["content"], "Four.");
+  prompt = *tok().decode(engine_->submitted().back().prompt);
+  EXPECT_EQ(prompt.substr(prompt.size() - 13), "<think>Let me") << prompt;
+
+  Json not_last = msgs;
+  not_last.back()["prefix"] = true;
+  not_last.push_back({{"role", "user"}, {"content", "more"}});
+  expect_error(post("/v1/chat/completions", {{"messages", not_last}}), 400, "messages[1].prefix");
+  expect_error(post("/v1/chat/completions", {{"messages", user("x")}, {"continue_final_message", true}}), 400,
+               "continue_final_message");
+  expect_error(post("/v1/chat/completions", {{"messages", msgs}, {"continue_final_message", true},
+                                              {"response_format", {{"type", "json_object"}}}}), 400, "messages");
+}
+
 // What the engine does with a request's grammar (engine/sequence.cpp): tokens before
 // grammar_start_token are free, the start token itself too; every later token must be accepted
 // by the matcher. True when all of `tokens` (ending in EOS) pass and the grammar completed.

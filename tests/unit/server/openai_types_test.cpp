@@ -105,6 +105,24 @@ TEST(ChatRequestTest, MessagesAreNormalised) {
   EXPECT_EQ(r.messages[3]["tool_call_id"], "c1");
 }
 
+TEST(ChatRequestTest, PrefixContinuesTheFinalAssistantMessage) {
+  ChatRequest a = chat_ok(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "prefix": true}]})");
+  EXPECT_TRUE(a.continue_final);
+  EXPECT_EQ(a.messages[1]["wo_eos"], true);
+  EXPECT_FALSE(a.messages[1].contains("prefix"));
+  ChatRequest v = chat_ok(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}], "continue_final_message": true})");
+  EXPECT_TRUE(v.continue_final);
+  // The encoder's own field is not client-settable; without a prefix the message is closed.
+  ChatRequest c = chat_ok(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "wo_eos": true}]})");
+  EXPECT_FALSE(c.continue_final);
+  EXPECT_FALSE(c.messages[1].contains("wo_eos"));
+  chat_bad(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x", "prefix": "yes"}]})", "messages[1].prefix");
+  chat_bad(R"({"messages": [{"role": "assistant", "content": "x", "prefix": true}, {"role": "user", "content": "hi"}]})", "messages[0].prefix");
+  chat_bad(R"({"messages": [{"role": "user", "content": "hi"}], "continue_final_message": true})", "continue_final_message");
+  chat_bad(R"({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "", "prefix": true,
+               "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]})", "messages");
+}
+
 TEST(ChatRequestTest, ToolsAndToolChoice) {
   const char* tools = R"("tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}])";
   std::string base = std::string(R"({"messages": [{"role": "user", "content": "hi"}], )") + tools;
