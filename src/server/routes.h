@@ -45,7 +45,20 @@ std::string api_finish_reason(const std::string& engine_reason);
 HttpResponse await_response(ServerContext& ctx, std::function<bool(std::chrono::milliseconds)> pump,
                             std::function<HttpResponse()> build);
 
+/// A chat request's prompt as /v1/chat/completions runs it: the rendered messages' token ids,
+/// whether thinking mode is on, and whether the reply starts inside the reasoning.
+struct ChatPrompt {
+  std::vector<int32_t> ids;
+  bool thinking = false;
+  bool starts_in_reasoning = false;
+};
+Result<ChatPrompt> render_chat_prompt(const ServerContext& ctx, const ChatRequest& req);
+
 HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& req);
+/// POST /tokenize, /detokenize (vLLM's): a completions prompt or chat messages to the ids the
+/// generation routes would run, and ids back to text.
+HttpResponse handle_tokenize(ServerContext& ctx, const HttpRequest& req);
+HttpResponse handle_detokenize(ServerContext& ctx, const HttpRequest& req);
 HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& req);
 HttpResponse handle_models(ServerContext& ctx, const HttpRequest& req);
 HttpResponse handle_health(ServerContext& ctx, const HttpRequest& req);

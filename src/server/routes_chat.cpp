@@ -179,47 +179,56 @@ void run_stream(std::shared_ptr<ChatRun> run, ChunkSink& sink) {
 
 }  // namespace
 
+Result<ChatPrompt> render_chat_prompt(const ServerContext& ctx, const ChatRequest& req) {
+  if (!ctx.tok) {
+    return Status::invalid_argument(
+        "messages need a tokenizer; this model folder has no tokenizer.json, so only /v1/completions with token-id prompts is served");
+  }
+  ChatPrompt out;
+  tokenizer::ChatEncodeOptions opts;
+  opts.format = ctx.cfg.chat_format;
+  out.thinking = req.thinking.value_or(ctx.cfg.default_thinking);
+  opts.thinking_mode = out.thinking ? tokenizer::ThinkingMode::kThinking : tokenizer::ThinkingMode::kChat;
+  opts.drop_thinking = req.drop_thinking.value_or(true);
+  opts.reasoning_effort = req.reasoning_effort;
+  DI_ASSIGN_OR_RETURN(tokenizer::RenderedPrompt rendered, tokenizer::render_chat(build_messages(req), opts));
+  // Continuing a final assistant message that has reasoning but no content yet, in thinking mode:
+  // the reply continues the reasoning, so the prompt stops before the </think> that closes it.
+  const std::string think = tokenizer::tokens::kThinkStart, think_end = tokenizer::tokens::kThinkEnd;
+  std::string& text = rendered.text;
+  bool continues_reasoning = false;
+  if (req.continue_final && out.thinking) {
+    const Json& last = req.messages.back();
+    const bool no_content = !last.contains("content") || !last["content"].is_string() || last["content"].get<std::string>().empty();
+    auto& ranges = rendered.special_ranges;
+    if (no_content && !ranges.empty() && ranges.back().end == text.size() &&
+        text.compare(ranges.back().begin, std::string::npos, think_end) == 0) {
+      text.resize(ranges.back().begin);
+      ranges.pop_back();
+      continues_reasoning = true;
+    }
+  }
+  out.starts_in_reasoning = continues_reasoning ||
+                            (text.size() >= think.size() && text.compare(text.size() - think.size(), think.size(), think) == 0);
+  DI_ASSIGN_OR_RETURN(out.ids, tokenizer::encode_rendered(*ctx.tok, rendered));
+  return out;
+}
+
 HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   const auto arrival = Clock::now();
   Json body;
   ChatRequest req;
   if (auto early = open_request(ctx, http, &parse_chat_request, body, req)) return *early;
   ParseError perr;  // names the field of a later error
-  if (!ctx.tok) {
-    return status_response(Status::invalid_argument(
-        "messages need a tokenizer; this model folder has no tokenizer.json, so only /v1/completions with token-id prompts is served"));
-  }
-  tokenizer::ChatEncodeOptions opts;
-  opts.format = ctx.cfg.chat_format;
-  const bool thinking = req.thinking.value_or(ctx.cfg.default_thinking);
-  opts.thinking_mode = thinking ? tokenizer::ThinkingMode::kThinking : tokenizer::ThinkingMode::kChat;
-  opts.drop_thinking = req.drop_thinking.value_or(true);
-  opts.reasoning_effort = req.reasoning_effort;
-  auto rendered = tokenizer::render_chat(build_messages(req), opts);
-  if (!rendered.is_ok()) return status_response(rendered.status(), nullptr);
-  // Continuing a final assistant message that has reasoning but no content yet, in thinking mode:
-  // the reply continues the reasoning, so the prompt stops before the </think> that closes it.
-  bool continues_reasoning = false;
-  if (req.continue_final && thinking) {
-    const Json& last = req.messages.back();
-    const bool no_content = !last.contains("content") || !last["content"].is_string() || last["content"].get<std::string>().empty();
-    const std::string think_end = tokenizer::tokens::kThinkEnd;
-    auto& ranges = rendered->special_ranges;
-    if (no_content && !ranges.empty() && ranges.back().end == rendered->text.size() &&
-        rendered->text.compare(ranges.back().begin, std::string::npos, think_end) == 0) {
-      rendered->text.resize(ranges.back().begin);
-      ranges.pop_back();
-      continues_reasoning = true;
-    }
-  }
+  auto prompt = render_chat_prompt(ctx, req);
+  if (!prompt.is_ok()) return status_response(prompt.status(), nullptr);
+  const bool thinking = prompt->thinking;
   if (req.continue_final && (req.structured.any() || req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed)) {
     perr.param = "messages";
     return status_response(Status::invalid_argument(
         "a continued final assistant message (prefix / continue_final_message) cannot be combined with a "
         "structured-output constraint or a forced tool call"), &perr);
   }
-  auto ids = tokenizer::encode_rendered(*ctx.tok, *rendered);
-  if (!ids.is_ok()) return status_response(ids.status(), nullptr);
 
   auto run = std::make_shared<ChatRun>(ctx);
   run->id = ctx.make_id("chatcmpl");
@@ -239,15 +248,12 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   co.eos_token_id = ctx.engine.model_info().eos_token_id;
   co.chat = true;
   co.parser.format = ctx.cfg.chat_format;
-  const std::string& text = rendered->text;
-  const std::string think = tokenizer::tokens::kThinkStart;
-  co.parser.starts_in_reasoning = continues_reasoning ||
-                                  (text.size() >= think.size() && text.compare(text.size() - think.size(), think.size(), think) == 0);
+  co.parser.starts_in_reasoning = prompt->starts_in_reasoning;
 
   const int n = req.sampling.n;
   EngineRequest er;
   er.id = run->id;
-  er.prompt = std::move(ids).value();
+  er.prompt = std::move(prompt->ids);
   er.sampling = req.sampling;
   er.priority = req.priority;
   const bool forced_call = req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;

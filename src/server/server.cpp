@@ -10,7 +10,8 @@ namespace {
 
 // Endpoint label for metrics: the known routes, else "other" (unbounded paths stay out of labels).
 std::string endpoint_label(const std::string& path) {
-  static const char* const kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"};
+  static const char* const kKnown[] = {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics",
+                                       "/tokenize", "/detokenize"};
   for (const char* k : kKnown) {
     if (path == k) return path;
   }
@@ -48,6 +49,8 @@ Server::Server(EngineClient& engine, const tokenizer::Tokenizer* tok, ServerConf
   http_->get("/v1/models", [ctx](const HttpRequest& r) { return handle_models(*ctx, r); });
   http_->get("/health", [ctx](const HttpRequest& r) { return handle_health(*ctx, r); });
   http_->get("/metrics", [ctx](const HttpRequest& r) { return handle_metrics(*ctx, r); });
+  http_->post("/tokenize", [ctx](const HttpRequest& r) { return handle_tokenize(*ctx, r); });
+  http_->post("/detokenize", [ctx](const HttpRequest& r) { return handle_detokenize(*ctx, r); });
   http_->set_error_body([](int status, const std::string& msg) { return error_response(api_error_for_http(status, msg)); });
   http_->set_access_log([ctx](const HttpRequest& req, int status) {
     ctx->metrics.count_request(endpoint_label(req.path), status);

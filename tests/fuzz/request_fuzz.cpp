@@ -1,9 +1,9 @@
 // libFuzzer target: the HTTP API's request path, from the body bytes to the response, through the
-// real route handlers (handle_chat, handle_completions), the chat encoder with the DeepSeek
+// real route handlers (handle_chat, handle_completions, handle_tokenize, handle_detokenize), the chat encoder with the DeepSeek
 // tokenizer (tests/data/tokenizer/tokenizer.json) or tiny-v4-b's small one, structured-output and tool-call constraints,
 // and the response builders, over an inline engine that answers every sample at once.
-// Input: byte 0 picks the endpoint (bit 0) and the served model (bits 1-3: vocabulary, chat format,
-// thinking), the rest is the body.
+// Input: byte 0 picks the endpoint (bit 0: chat / completions; with bit 4: detokenize / tokenize)
+// and the served model (bits 1-3: vocabulary, chat format, thinking), the rest is the body.
 // Checks:
 //  - no crash, no sanitizer report, no slow input (libFuzzer -timeout);
 //  - the status is 200 or a 4xx (a client's body never makes a 5xx: nothing here fails inside);
@@ -204,9 +204,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   HttpRequest req;
   req.method = "POST";
   req.body.assign(reinterpret_cast<const char*>(data + 1), size - 1);
-  const bool chat = data[0] & 1;
-  req.path = chat ? "/v1/chat/completions" : "/v1/completions";
-  HttpResponse r = chat ? handle_chat(s.ctx, req) : handle_completions(s.ctx, req);
+  const bool chat = data[0] & 1, tokens = data[0] & 0x10;
+  req.path = tokens ? (chat ? "/detokenize" : "/tokenize") : chat ? "/v1/chat/completions" : "/v1/completions";
+  HttpResponse r = tokens ? (chat ? handle_detokenize(s.ctx, req) : handle_tokenize(s.ctx, req))
+                          : chat ? handle_chat(s.ctx, req) : handle_completions(s.ctx, req);
   static const bool verbose = std::getenv("REQUEST_FUZZ_PRINT") != nullptr;  // for looking at the seeds
   if (verbose) std::fprintf(stderr, "%s -> %d %.200s\n", req.path.c_str(), r.status, r.body.c_str());
   check(r.status == 200 || (r.status >= 400 && r.status < 500), "the status is 200 or a 4xx",

@@ -544,6 +544,38 @@ TEST_F(ServerE2ETest, PromptLogprobsEchoAndVllmShapes) {
   expect_error(post("/v1/completions", {{"prompt", "x"}, {"prompt_logprobs", 21}}), 400, "prompt_logprobs");
 }
 
+// /tokenize gives the ids the generation routes run (a text prompt as /v1/completions encodes it,
+// messages as /v1/chat/completions renders them, thinking and prefix completion included);
+// /detokenize gives the text back; bad input is a 4xx naming the field.
+TEST_F(ServerE2ETest, TokenizeAndDetokenize) {
+  Json t = post_ok("/tokenize", {{"prompt", "Hello <｜User｜> world"}, {"return_token_strs", true}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), ids("Hello <｜User｜> world"));
+  EXPECT_EQ(t["count"], t["tokens"].size());
+  EXPECT_EQ(t["max_model_len"], 4096);
+  ASSERT_EQ(t["token_strs"].size(), t["tokens"].size());
+  post_ok("/v1/completions", {{"prompt", "Hello <｜User｜> world"}, {"max_tokens", 1}});
+  EXPECT_EQ(t["tokens"].get<std::vector<int32_t>>(), engine_->submitted().back().prompt);
+
+  Json msgs = user("2+2?");
+  msgs.push_back({{"role", "assistant"}, {"content", ""}, {"reasoning_content", "Let me"}, {"prefix", true}});
+  const Json chat = {{"messages", msgs}, {"thinking", {{"type", "enabled"}}}};
+  Json c = post_ok("/tokenize", chat);
+  post_ok("/v1/chat/completions", chat);
+  EXPECT_EQ(c["tokens"].get<std::vector<int32_t>>(), engine_->submitted().back().prompt);
+  EXPECT_FALSE(c.contains("token_strs"));
+
+  Json d = post_ok("/detokenize", {{"tokens", c["tokens"]}});
+  EXPECT_EQ(d["prompt"], *tok().decode(engine_->submitted().back().prompt, {false}));
+
+  expect_error(post("/tokenize", {{"prompt", 5}}), 400, "prompt");
+  expect_error(post("/tokenize", {{"prompt", "x"}, {"model", "other"}}), 404);
+  expect_error(post("/tokenize", {{"messages", "x"}}), 400, "messages");
+  expect_error(post("/detokenize", {{"tokens", {1, -1}}}), 400, "tokens");
+  expect_error(post("/detokenize", {{"tokens", "abc"}}), 400, "tokens");
+  restart_without_tokenizer();
+  expect_error(post("/tokenize", {{"prompt", "x"}}), 400);
+}
+
 TEST_F(ServerE2ETest, EngineFullIs429AndServerKeepsServing) {
   engine_->full = true;
   auto r = post("/v1/chat/completions", {{"messages", user("x")}});
