@@ -19,5 +19,6 @@ void register_generate_commands(CLI::App& app, Registry& reg);   // generate
 void register_bench_commands(CLI::App& app, Registry& reg);      // bench, devices
 void register_tokenizer_commands(CLI::App& app, Registry& reg);  // tokenize, detokenize
 void register_serve_commands(CLI::App& app, Registry& reg);      // serve
+void register_route_commands(CLI::App& app, Registry& reg);      // route
 
 }  // namespace deepinfer::cli

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   deepinfer::cli::register_generate_commands(app, reg);
   deepinfer::cli::register_bench_commands(app, reg);
   deepinfer::cli::register_serve_commands(app, reg);
+  deepinfer::cli::register_route_commands(app, reg);
 #ifdef DI_HAVE_TOKENIZER_COMMANDS
   deepinfer::cli::register_tokenizer_commands(app, reg);
 #endif
