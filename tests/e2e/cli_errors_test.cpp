@@ -341,5 +341,13 @@ TEST_F(CliErrors, GenerateSharesTheChecks) {
                  {"model_type 'qwen2'"});
 }
 
+TEST_F(CliErrors, RouteRefusesBadReplicasAndPolicies) {
+  expect_failure(run("route --port 0"), {"--replica"});
+  expect_failure(run("route --port 0 --replica 10.0.0.1:80"), {"10.0.0.1:80", "http://HOST:PORT"});
+  expect_failure(run("route --port 0 --replica http://h:1 --policy random"), {"random", "cache_aware"});
+  expect_failure(run("route --port 0 --replica http://h:1 --cache-threshold 2"), {"threshold"});
+  expect_failure(run("route --port 0 --replica http://h:1 --health-interval-ms 0"), {"health interval"});
+}
+
 }  // namespace
 }  // namespace deepinfer

@@ -34,19 +34,30 @@ export function args() {
 }
 
 /// Starts `deepinfer serve MODEL_DIR --port 0 ...extra`; resolves when /health answers 200.
-export async function startServer(bin, modelDir, extra = [], { timeoutMs = 30000 } = {}) {
-  const proc = spawn(bin, ['serve', modelDir, '--host', '127.0.0.1', '--port', '0', ...(extra.includes('--threads') ? [] : ['--threads', '2']), ...extra],
-                     { stdio: ['ignore', 'pipe', 'pipe'] });
+export async function startServer(bin, modelDir, extra = [], opts = {}) {
+  return startListening(bin, ['serve', modelDir, '--host', '127.0.0.1', '--port', '0',
+                              ...(extra.includes('--threads') ? [] : ['--threads', '2']), ...extra], opts);
+}
+
+/// Starts `deepinfer route --replica URL ... --port 0 ...extra` in front of `replicas` (started servers).
+export async function startRouter(bin, replicas, extra = [], opts = {}) {
+  return startListening(bin, ['route', '--host', '127.0.0.1', '--port', '0',
+                              ...replicas.flatMap((r) => ['--replica', r.base]), ...extra], opts);
+}
+
+/// Runs `bin argv...` until it prints "listening on http://HOST:PORT/v1" and /health answers 200.
+async function startListening(bin, argv, { timeoutMs = 30000 } = {}) {
+  const proc = spawn(bin, argv, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '', err = '';
   proc.stderr.on('data', (d) => { err += d; if (err.length > 200000) err = err.slice(-100000); });
   const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`serve did not report its port in ${timeoutMs} ms\n${err}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`${argv[0]} did not report its port in ${timeoutMs} ms\n${err}`)), timeoutMs);
     proc.stdout.on('data', (d) => {
       out += d;
       const m = /listening on http:\/\/[^:]+:(\d+)\/v1/.exec(out);
       if (m) { clearTimeout(timer); resolve(Number(m[1])); }
     });
-    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`serve exited (${code}) before listening\n${err}`)); });
+    proc.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${argv[0]} exited (${code}) before listening\n${err}`)); });
   });
   const base = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + timeoutMs;
