@@ -51,31 +51,45 @@ std::vector<std::vector<int32_t>> random_prompts(uint64_t seed, std::initializer
   return prompts;
 }
 
-std::vector<std::vector<int32_t>> run_engine(const std::string& dir, const std::string& device,
-                                             const std::vector<std::vector<int32_t>>& prompts) {
+// The engine over the synthetic checkpoint on `device`, and one greedy request per prompt
+// (ignore_eos; prompt_logprobs -1: none). No streams when something failed (reported).
+struct Submitted {
+  std::unique_ptr<EngineClient> engine;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+};
+Submitted submit_greedy(const std::string& dir, const std::string& device, const std::vector<std::vector<int32_t>>& prompts,
+                        int64_t max_tokens, int prompt_logprobs = -1) {
   EngineOptions eo;
   eo.device = device;
   eo.load_tokenizer = false;
   eo.max_context = 1024;
+  Submitted out;
   auto engine = make_engine(dir, eo);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
-  std::vector<std::shared_ptr<RequestStream>> streams;
+  if (!engine.is_ok()) return out;
+  out.engine = std::move(engine).value();
   for (size_t i = 0; i < prompts.size(); ++i) {
     EngineRequest r;
     r.id = device + "-" + std::to_string(i);
     r.prompt = prompts[i];
     r.sampling.temperature = 0.f;
-    r.sampling.max_tokens = 8;
+    r.sampling.max_tokens = max_tokens;
     r.sampling.ignore_eos = true;
-    auto s = (*engine)->submit(std::move(r));
+    r.sampling.prompt_logprobs = prompt_logprobs;
+    auto s = out.engine->submit(std::move(r));
     EXPECT_TRUE(s.is_ok()) << s.status().message();
     if (!s.is_ok()) return {};
-    streams.push_back(std::move(s).value());
+    out.streams.push_back(std::move(s).value());
   }
-  std::vector<std::vector<int32_t>> out(prompts.size());
-  for (size_t i = 0; i < streams.size(); ++i)
-    for (const SampledToken& t : drain(*streams[i], device + " request " + std::to_string(i))) out[i].push_back(t.id);
+  return out;
+}
+
+std::vector<std::vector<int32_t>> run_engine(const std::string& dir, const std::string& device,
+                                             const std::vector<std::vector<int32_t>>& prompts) {
+  Submitted sub = submit_greedy(dir, device, prompts, 8);
+  std::vector<std::vector<int32_t>> out(sub.streams.size());
+  for (size_t i = 0; i < sub.streams.size(); ++i)
+    for (const SampledToken& t : drain(*sub.streams[i], device + " request " + std::to_string(i))) out[i].push_back(t.id);
   return out;
 }
 
@@ -351,27 +365,9 @@ struct PromptLogprobs {
 };
 std::vector<PromptLogprobs> run_prompt_logprobs(const std::string& dir, const std::string& device,
                                                 const std::vector<std::vector<int32_t>>& prompts, int k) {
-  EngineOptions eo;
-  eo.device = device;
-  eo.load_tokenizer = false;
-  eo.max_context = 1024;
-  auto engine = make_engine(dir, eo);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
-  std::vector<std::shared_ptr<RequestStream>> streams;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    EngineRequest r;
-    r.id = device + "-plp-" + std::to_string(i);
-    r.prompt = prompts[i];
-    r.sampling.temperature = 0.f;
-    r.sampling.max_tokens = 2;
-    r.sampling.prompt_logprobs = k;
-    auto s = (*engine)->submit(std::move(r));
-    EXPECT_TRUE(s.is_ok()) << s.status().message();
-    if (!s.is_ok()) return {};
-    streams.push_back(std::move(s).value());
-  }
-  std::vector<PromptLogprobs> out(prompts.size());
+  Submitted sub = submit_greedy(dir, device, prompts, 2, k);
+  const auto& streams = sub.streams;
+  std::vector<PromptLogprobs> out(streams.size());
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   for (size_t i = 0; i < streams.size(); ++i) {
     while (!streams[i]->closed_and_drained() && std::chrono::steady_clock::now() < deadline) {
