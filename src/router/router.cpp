@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "router/prompt_key.h"
 #include "server/api_error.h"
+#include "server/auth.h"
 #include "server/http_server.h"
 
 namespace deepinfer::router {
@@ -70,14 +71,15 @@ class Upstream {
     if (thread_.joinable()) thread_.join();
   }
 
-  void start(const HttpRequest& in) {
+  void start(const HttpRequest& in, const std::string& api_key) {
     httplib::Request req;
     req.method = in.method;
     req.path = in.path;
     req.body = in.body;
     for (const auto& [k, v] : in.headers)
       if (k != "host" && k != "content-length" && k != "transfer-encoding" && k != "connection" && k != "accept-encoding")
-        req.headers.emplace(k, v);
+        if (api_key.empty() || k != "authorization") req.headers.emplace(k, v);
+    if (!api_key.empty()) req.headers.emplace("authorization", "Bearer " + api_key);
     req.response_handler = [this](const httplib::Response& res) {
       std::lock_guard<std::mutex> lock(mu_);
       status_ = res.status;
@@ -186,6 +188,7 @@ struct Router::Impl {
 
   // Relays `in` to the picked replica (trying the next one while a replica cannot be reached).
   HttpResponse forward(const HttpRequest& in, bool by_prompt) {
+    if (!server::authorized(in, cfg.api_keys)) return server::unauthorized_response();
     std::string key;
     if (by_prompt) {
       const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
@@ -201,7 +204,7 @@ struct Router::Impl {
                                                  : "no replica could be reached (last: " + last_error + ")");
       }
       auto up = std::make_shared<Upstream>(replicas[r], cfg);
-      up->start(in);
+      up->start(in, cfg.replica_api_key);
       const int status = up->wait_status();
       if (status == 0) {
         picker.done(r);

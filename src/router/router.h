@@ -40,6 +40,9 @@ struct RouterConfig {
   /// (status first, then leading spaces while it waits) so a client that went away is seen.
   std::chrono::milliseconds disconnect_probe{500};
   int http_threads = 256;
+  std::vector<std::string> api_keys;  // non-empty: clients need "Authorization: Bearer <key>"
+  /// Sent to the replicas as "Authorization: Bearer <key>" ("" : the client's header, as it came).
+  std::string replica_api_key;
   size_t max_body_bytes = size_t{32} << 20;
   Status validate() const;
 };

@@ -32,6 +32,7 @@ struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string served_model_name;        // "" = the engine's ModelInfo::name
+  std::vector<std::string> api_keys;     // non-empty: API routes need "Authorization: Bearer <key>" (auth.h)
   size_t max_body_bytes = size_t{32} << 20;
   int http_threads = 128;               // concurrent connections (each stream holds one)
   int32_t max_n = 64;                   // n per request (SamplingParams allows up to 128)

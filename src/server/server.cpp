@@ -1,6 +1,7 @@
 #include "server/server.h"
 
 #include "core/log.h"
+#include "server/auth.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 
@@ -30,6 +31,7 @@ Server::Server(EngineClient& engine, const tokenizer::Tokenizer* tok, ServerConf
   // The chunked producer of a stream outlives the handler; in_flight counts until it is done.
   auto counted = [ctx](HttpResponse (*fn)(ServerContext&, const HttpRequest&)) {
     return [ctx, fn](const HttpRequest& req) {
+      if (!authorized(req, ctx->cfg.api_keys)) return unauthorized_response();
       ctx->metrics.in_flight().fetch_add(1);
       HttpResponse r = fn(*ctx, req);
       if (r.stream) {
@@ -46,11 +48,15 @@ Server::Server(EngineClient& engine, const tokenizer::Tokenizer* tok, ServerConf
   };
   http_->post("/v1/chat/completions", counted(&handle_chat));
   http_->post("/v1/completions", counted(&handle_completions));
-  http_->get("/v1/models", [ctx](const HttpRequest& r) { return handle_models(*ctx, r); });
+  // API routes need the key when one is set; /health and /metrics stay open.
+  auto keyed = [ctx](HttpResponse (*fn)(ServerContext&, const HttpRequest&)) {
+    return [ctx, fn](const HttpRequest& req) { return authorized(req, ctx->cfg.api_keys) ? fn(*ctx, req) : unauthorized_response(); };
+  };
+  http_->get("/v1/models", keyed(&handle_models));
   http_->get("/health", [ctx](const HttpRequest& r) { return handle_health(*ctx, r); });
   http_->get("/metrics", [ctx](const HttpRequest& r) { return handle_metrics(*ctx, r); });
-  http_->post("/tokenize", [ctx](const HttpRequest& r) { return handle_tokenize(*ctx, r); });
-  http_->post("/detokenize", [ctx](const HttpRequest& r) { return handle_detokenize(*ctx, r); });
+  http_->post("/tokenize", keyed(&handle_tokenize));
+  http_->post("/detokenize", keyed(&handle_detokenize));
   http_->set_error_body([](int status, const std::string& msg) { return error_response(api_error_for_http(status, msg)); });
   http_->set_access_log([ctx](const HttpRequest& req, int status) {
     ctx->metrics.count_request(endpoint_label(req.path), status);

@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "router/router.h"
+#include "server/auth.h"
 
 namespace deepinfer::cli {
 namespace {
@@ -17,6 +18,7 @@ struct RouteArgs {
   router::RouterConfig cfg;
   std::string policy = "cache_aware";
   int64_t health_interval_ms = 1000;
+  std::string api_key;
 };
 
 int run_route(RouteArgs& a) {
@@ -27,6 +29,7 @@ int run_route(RouteArgs& a) {
   }
   a.cfg.picker.policy = *policy;
   a.cfg.health_interval = std::chrono::milliseconds(a.health_interval_ms);
+  a.cfg.api_keys = server::api_keys_from(a.api_key, "DEEPINFER_API_KEY");
   if (Status s = a.cfg.validate(); !s.is_ok()) {
     std::fprintf(stderr, "deepinfer route: %s\n", s.to_string().c_str());
     return 2;
@@ -70,6 +73,10 @@ void register_route_commands(CLI::App& app, Registry& reg) {
   s->add_option("--health-interval-ms", a->health_interval_ms, "how often each replica's /health is checked")
       ->capture_default_str();
   s->add_option("--http-threads", a->cfg.http_threads, "concurrent client connections (each stream holds one)");
+  s->add_option("--api-key", a->api_key,
+                "clients need \"Authorization: Bearer KEY\" (comma-separated: several; default: $DEEPINFER_API_KEY)");
+  s->add_option("--replica-api-key", a->cfg.replica_api_key,
+                "the key sent to the replicas (default: each client's Authorization header, passed on)");
   reg.add(s, [a] { return run_route(*a); });
 }
 

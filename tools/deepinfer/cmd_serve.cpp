@@ -13,6 +13,7 @@
 #include "device_flag.h"
 #include "gpus_flag.h"
 #include "core/log.h"
+#include "server/auth.h"
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 #if __has_include("engine/engine.h")
@@ -29,6 +30,7 @@ struct ServeArgs {
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string served_model_name;
+  std::string api_key;
   int64_t max_queue = 4096;
   int64_t max_running = 64;
   int64_t max_batch_tokens = 2048;
@@ -77,6 +79,7 @@ int run_serve(const ServeArgs& a) {
   cfg.host = a.host;
   cfg.port = a.port;
   cfg.served_model_name = a.served_model_name;
+  cfg.api_keys = server::api_keys_from(a.api_key, "DEEPINFER_API_KEY");
   cfg.http_threads = a.http_threads;
   cfg.max_body_bytes = static_cast<size_t>(a.max_body_mib) << 20;
   cfg.max_n = a.max_n;
@@ -164,6 +167,9 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
   s->add_option("--host", a->host, "address to listen on");
   s->add_option("--port", a->port, "port (0: any free port)");
   s->add_option("--served-model-name", a->served_model_name, "model name clients send (default: the folder's name)");
+  s->add_option("--api-key", a->api_key,
+                "API routes need \"Authorization: Bearer KEY\" (comma-separated: several keys; default: $DEEPINFER_API_KEY; "
+                "/health and /metrics stay open)");
   s->add_option("--max-queue", a->max_queue, "requests waiting in the engine before 429");
   s->add_option("--max-running", a->max_running, "sequences running at once");
   s->add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step");

@@ -74,6 +74,21 @@ const checks = [
     assert.equal(t.json.count, t.json.tokens.length);
   }],
 
+  ['--api-key guards the router\'s API routes; --replica-api-key is what the replicas get', async () => {
+    const keyed = await startRouter(bin, replicas, ['--api-key', 'front', '--replica-api-key', 'ignored-by-open-replicas']);
+    try {
+      const body = JSON.stringify({ prompt: 'hi', max_tokens: 1 });
+      const post = (auth) => fetch(`${keyed.v1}/completions`, { method: 'POST', body,
+        headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) } });
+      assert.equal((await post()).status, 401);
+      assert.equal((await post('Bearer wrong')).status, 401);
+      assert.equal((await post('Bearer front')).status, 200);
+      assert.equal((await fetch(`${keyed.base}/health`)).status, 200);
+    } finally {
+      await keyed.stop();
+    }
+  }],
+
   ['a client that hangs up mid-stream is cancelled at the replica', async () => {
     const ac = new AbortController();
     let n = 0;

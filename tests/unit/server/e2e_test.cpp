@@ -15,6 +15,7 @@
 
 #include "fake_engine.h"
 #include "grammar/matcher.h"
+#include "server/auth.h"
 #include "server/server.h"
 #include "tokenizer/chat_encoding.h"
 #include "tokenizer/tokenizer.h"
@@ -73,7 +74,7 @@ class ServerE2ETest : public ::testing::Test {
     if (server_) server_->shutdown(std::chrono::milliseconds(2000));
   }
 
-  void start(bool with_tokenizer, size_t max_body = size_t{1} << 20) {
+  void start(bool with_tokenizer, size_t max_body = size_t{1} << 20, std::vector<std::string> api_keys = {}) {
     signal(SIGPIPE, SIG_IGN);
     ModelInfo info;
     info.name = "tiny";
@@ -85,6 +86,7 @@ class ServerE2ETest : public ::testing::Test {
     cfg.host = "127.0.0.1";
     cfg.port = 0;
     cfg.max_body_bytes = max_body;
+    cfg.api_keys = std::move(api_keys);
     cfg.http_threads = 16;
     cfg.heartbeat = std::chrono::milliseconds(50);
     cfg.disconnect_probe = std::chrono::milliseconds(50);
@@ -574,6 +576,39 @@ TEST_F(ServerE2ETest, TokenizeAndDetokenize) {
   expect_error(post("/detokenize", {{"tokens", "abc"}}), 400, "tokens");
   restart_without_tokenizer();
   expect_error(post("/tokenize", {{"prompt", "x"}}), 400);
+}
+
+// --api-key: the API routes need "Authorization: Bearer <key>" (any of several), /health and
+// /metrics stay open for probes and scrapers.
+TEST_F(ServerE2ETest, ApiKeysGuardTheApiRoutesOnly) {
+  server_->shutdown(std::chrono::milliseconds(1000));
+  server_.reset();
+  start(true, size_t{1} << 20, {"k1", "second-key"});
+  auto c = client();
+  auto no_key = c.Get("/v1/models");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+  EXPECT_EQ(Json::parse(no_key->body)["error"]["code"], "invalid_api_key");
+  auto bearer = [&](const std::string& k) { return httplib::Headers{{"Authorization", "Bearer " + k}}; };
+  EXPECT_EQ(c.Get("/v1/models", bearer("k2"))->status, 401);
+  EXPECT_EQ(c.Get("/v1/models", bearer("k"))->status, 401);
+  EXPECT_EQ(c.Get("/v1/models", bearer("k1x"))->status, 401);
+  EXPECT_EQ(c.Get("/v1/models", bearer("k1"))->status, 200);
+  EXPECT_EQ(c.Get("/v1/models", bearer("second-key"))->status, 200);
+  EXPECT_EQ(c.Post("/v1/completions", "{\"prompt\": \"x\"}", "application/json")->status, 401);
+  EXPECT_EQ(c.Post("/v1/completions", bearer("k1"), "{\"prompt\": \"x\", \"max_tokens\": 1}", "application/json")->status, 200);
+  EXPECT_EQ(c.Post("/tokenize", "{\"prompt\": \"x\"}", "application/json")->status, 401);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+  EXPECT_EQ(c.Get("/metrics")->status, 200);
+}
+
+TEST(ApiKeys, FromTheOptionElseTheEnvironment) {
+  EXPECT_EQ(api_keys_from("a,,b", nullptr), (std::vector<std::string>{"a", "b"}));
+  setenv("DI_TEST_API_KEY", "env-key", 1);
+  EXPECT_EQ(api_keys_from("", "DI_TEST_API_KEY"), (std::vector<std::string>{"env-key"}));
+  EXPECT_EQ(api_keys_from("opt", "DI_TEST_API_KEY"), (std::vector<std::string>{"opt"}));
+  unsetenv("DI_TEST_API_KEY");
+  EXPECT_TRUE(api_keys_from("", "DI_TEST_API_KEY").empty());
 }
 
 TEST_F(ServerE2ETest, EngineFullIs429AndServerKeepsServing) {
