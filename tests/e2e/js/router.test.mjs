@@ -89,6 +89,18 @@ const checks = [
     }
   }],
 
+  ['32 concurrent streams: every one complete, both replicas used, nothing left in flight', async () => {
+    const runs = await Promise.all(Array.from({ length: 32 }, (_, i) => streamSse(`${router.v1}/completions`,
+      { prompt: `Request ${i}: ${'filler '.repeat(i % 5)}go.`, max_tokens: 16, ignore_eos: true, stream: true,
+        stream_options: { include_usage: true } })));
+    for (const r of runs) {
+      assert.ok(r.done, 'ends with [DONE]');
+      assert.equal(r.events.at(-1).usage.completion_tokens, 16);
+    }
+    const m = await waitMetrics(router.base, (x) => x.get('deepinfer_router_in_flight') === 0, 'router: nothing in flight');
+    for (const r of replicas) assert.ok(m.get('deepinfer_router_requests_total', r.base) > 0, `${r.base} served some`);
+  }],
+
   ['a client that hangs up mid-stream is cancelled at the replica', async () => {
     const ac = new AbortController();
     let n = 0;
