@@ -4,25 +4,34 @@ namespace deepinfer::router {
 
 namespace {
 
-void append_prompt(const nlohmann::json& p, std::string& out) {
+using Json = nlohmann::ordered_json;
+
+// One prompt: text, or token ids written out.
+void append_one(const Json& p, std::string& out) {
   if (p.is_string()) {
     out += p.get_ref<const std::string&>();
-  } else if (p.is_number_integer()) {
-    out += std::to_string(p.get<int64_t>());
-    out += ',';
-  } else if (p.is_array()) {
-    for (const auto& e : p) append_prompt(e, out);
-    if (!p.empty() && !p[0].is_number_integer()) out += '\x1d';
+    return;
   }
+  if (!p.is_array()) return;
+  for (const auto& e : p)
+    if (e.is_number_integer()) out += std::to_string(e.get<int64_t>()) + ',';
 }
 
 }  // namespace
 
-std::string prompt_key(const nlohmann::json& body) {
+std::string prompt_key(const Json& body) {
   if (!body.is_object()) return {};
   std::string out;
   if (auto p = body.find("prompt"); p != body.end()) {
-    append_prompt(*p, out);
+    // A list of prompts (texts or id lists) one after the other; else one prompt.
+    if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+      for (const auto& one : *p) {
+        append_one(one, out);
+        out += '\x1d';
+      }
+    } else {
+      append_one(*p, out);
+    }
     return out;
   }
   auto m = body.find("messages");

@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/auth.h"
 #include "server/http_server.h"
+#include "server/openai_types.h"
 
 namespace deepinfer::router {
 
@@ -191,8 +192,10 @@ struct Router::Impl {
     if (!server::authorized(in, cfg.api_keys)) return server::unauthorized_response();
     std::string key;
     if (by_prompt) {
-      const nlohmann::json body = nlohmann::json::parse(in.body, nullptr, false);
-      if (!body.is_discarded()) key = prompt_key(body);
+      // The server's own parser (it refuses deep nesting before parsing); a body it refuses goes
+      // to a replica unkeyed, which answers the 400.
+      auto body = server::parse_json_body(in.body);
+      if (body.is_ok()) key = prompt_key(*body);
     }
     std::vector<int> tried;
     std::string last_error;

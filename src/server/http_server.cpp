@@ -122,7 +122,14 @@ HttpServer::HttpServer(HttpServerOptions opts) : impl_(std::make_unique<Impl>())
     switch (res.status) {
       case 404: msg = "no route for " + req.method + " " + req.path; break;
       case 405: msg = "method " + req.method + " not allowed on " + req.path; break;
-      case 413: msg = "request body is larger than the limit of " + std::to_string(impl->opts.max_body_bytes) + " bytes"; break;
+      case 413:
+        // httplib caps form-encoded bodies on its own (curl -d sends that content type by default).
+        msg = req.get_header_value("Content-Type").rfind("application/x-www-form-urlencoded", 0) == 0
+                  ? "a body sent as application/x-www-form-urlencoded may be at most " +
+                        std::to_string(CPPHTTPLIB_FORM_URL_ENCODED_PAYLOAD_MAX_LENGTH) +
+                        " bytes; send JSON with Content-Type: application/json"
+                  : "request body is larger than the limit of " + std::to_string(impl->opts.max_body_bytes) + " bytes";
+        break;
       case 400: msg = "malformed HTTP request"; break;
       default: msg = "HTTP error " + std::to_string(res.status); break;
     }

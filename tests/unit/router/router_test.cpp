@@ -9,7 +9,7 @@
 namespace deepinfer::router {
 namespace {
 
-using Json = nlohmann::json;
+using Json = nlohmann::ordered_json;
 
 std::string text(int seed, size_t bytes) {
   std::string s;
@@ -109,8 +109,7 @@ TEST(ReplicaPicker, RememberedChunksAreBoundedLeastRecentlyUsedFirst) {
 TEST(PromptKey, CompletionsAndChatPromptsInOrder) {
   EXPECT_EQ(prompt_key(Json{{"prompt", "hello"}}), "hello");
   EXPECT_EQ(prompt_key(Json{{"prompt", {1, 2, 3}}}), "1,2,3,");
-  const std::string two = prompt_key(Json{{"prompt", {"ab", "cd"}}});
-  EXPECT_EQ(two.substr(0, 4), "abcd");
+  EXPECT_EQ(prompt_key(Json{{"prompt", {"ab", "cd"}}}), "ab\x1d" "cd\x1d");
   const Json chat = {{"messages", {{{"role", "system"}, {"content", "S"}}, {{"role", "user"}, {"content", "U"}}}}};
   const std::string k = prompt_key(chat);
   EXPECT_EQ(k, "system\x1fS\x1euser\x1fU\x1e");
@@ -121,6 +120,8 @@ TEST(PromptKey, CompletionsAndChatPromptsInOrder) {
   tools["tools"] = Json::array({{{"type", "function"}}});
   EXPECT_NE(prompt_key(tools).substr(0, k.size()), k);  // tools come first: they open the prompt
   EXPECT_EQ(prompt_key(Json::array()), "");
+  EXPECT_EQ(prompt_key(Json{{"prompt", {{1, 2}, {3}}}}), "1,2,\x1d" "3,\x1d");
+  EXPECT_EQ(prompt_key(Json{{"prompt", {{{{1}}}}}}), "\x1d");  // deeper than the API allows: nothing
   EXPECT_EQ(prompt_key(Json{{"other", 1}}), "");
 }
 

@@ -734,6 +734,11 @@ TEST_F(ServerE2ETest, BodyTooLargeIs413) {
   std::string big(size_t{2} << 20, 'a');
   auto r = post("/v1/completions", {{"prompt", big}});
   expect_error(r, 413);
+  EXPECT_NE(Json::parse(r->body)["error"]["message"].get<std::string>().find("larger than the limit"), std::string::npos);
+  // httplib's own, smaller cap on form-encoded bodies (curl -d's default type) says so.
+  auto form = client().Post("/v1/completions", std::string(20000, 'a'), "application/x-www-form-urlencoded");
+  expect_error(form, 413);
+  EXPECT_NE(Json::parse(form->body)["error"]["message"].get<std::string>().find("application/json"), std::string::npos);
   EXPECT_EQ(client().Get("/health")->status, 200);
 }
 
