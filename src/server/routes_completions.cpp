@@ -116,7 +116,9 @@ void run_stream(std::shared_ptr<CompletionRun> run, ChunkSink& sink) {
   }
   auto error = stream_events(*run, sink, [&](int c, ChoiceDelta& d, bool now_finished) {
     if (run->echo_logprobs && !run->echo_sent[c]) {
-      if (!run->prompt_logprobs_complete(c)) return true;
+      // Wait for the prompt's logprobs, unless something else of this choice must go out first
+      // (an end before the prompt was done: the echo then carries what came).
+      if (!run->prompt_logprobs_complete(c) && !now_finished && d.text.empty() && d.tokens.empty()) return true;
       run->echo_sent[c] = true;
       if (!send_echo(c)) return false;
     }
