@@ -67,6 +67,8 @@ int ReplicaPicker::least_loaded(const std::vector<bool>& allowed) const {
 }
 
 int ReplicaPicker::pick(std::string_view key, const std::vector<int>& exclude) {
+  // Hashed before the lock (a long prompt takes microseconds); only the cache-aware policy reads it.
+  const std::vector<uint64_t> hashes = opts_.policy == Policy::kCacheAware ? chain(key) : std::vector<uint64_t>{};
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<bool> allowed(replicas_.size());
   int64_t lo = INT64_MAX, hi = -1;
@@ -78,7 +80,6 @@ int ReplicaPicker::pick(std::string_view key, const std::vector<int>& exclude) {
   }
   if (hi < 0) return -1;
   int chosen = -1;
-  std::vector<uint64_t> hashes;
   switch (opts_.policy) {
     case Policy::kRoundRobin:
       for (size_t k = 0; k < replicas_.size() && chosen < 0; ++k) {
@@ -89,7 +90,6 @@ int ReplicaPicker::pick(std::string_view key, const std::vector<int>& exclude) {
       break;
     case Policy::kLeastLoad: chosen = least_loaded(allowed); break;
     case Policy::kCacheAware: {
-      hashes = chain(key);
       const bool imbalanced = hi - lo > opts_.balance_abs && static_cast<double>(hi) > opts_.balance_rel * static_cast<double>(lo);
       if (!imbalanced && !hashes.empty()) {
         size_t best_n = 0;

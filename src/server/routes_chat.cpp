@@ -223,7 +223,8 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   auto prompt = render_chat_prompt(ctx, req);
   if (!prompt.is_ok()) return status_response(prompt.status(), nullptr);
   const bool thinking = prompt->thinking;
-  if (req.continue_final && (req.structured.any() || req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed)) {
+  const bool forced_call = req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
+  if (req.continue_final && (req.structured.any() || forced_call)) {
     perr.param = "messages";
     return status_response(Status::invalid_argument(
         "a continued final assistant message (prefix / continue_final_message) cannot be combined with a "
@@ -256,7 +257,6 @@ HttpResponse handle_chat(ServerContext& ctx, const HttpRequest& http) {
   er.prompt = std::move(prompt->ids);
   er.sampling = req.sampling;
   er.priority = req.priority;
-  const bool forced_call = req.tool_choice == ToolChoice::kRequired || req.tool_choice == ToolChoice::kNamed;
   const std::optional<int32_t> think_end = ctx.tok->added_token_id(tokenizer::tokens::kThinkEnd);
   if (forced_call) {
     if (req.structured.any()) {

@@ -45,6 +45,9 @@ struct CompletionRun final : ChoiceRun {
             {"text_offset", Json::array()}};
   }
 
+  /// A token's bytes in the text (text offsets count them); 0 without a tokenizer.
+  int64_t token_len(int32_t id) const { return static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(id).size() : 0); }
+
   void add_logprobs(int c, const std::vector<SampledToken>& toks, Json& into) {
     for (const SampledToken& t : toks) {
       std::string s = token_text(ctx, t.id);
@@ -54,7 +57,7 @@ struct CompletionRun final : ChoiceRun {
       for (const auto& [id, v] : t.top) top[token_text(ctx, id)] = v;
       into["top_logprobs"].push_back(t.top.empty() ? Json() : std::move(top));
       into["text_offset"].push_back(offset[c]);
-      offset[c] += static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(t.id).size() : 0);
+      offset[c] += token_len(t.id);
     }
   }
 
@@ -69,7 +72,7 @@ struct CompletionRun final : ChoiceRun {
       into["token_logprobs"].push_back(std::move(lp));
       into["top_logprobs"].push_back(std::move(top));
       into["text_offset"].push_back(at);
-      at += static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(id).size() : 0);
+      at += token_len(id);
     };
     add(ids.front(), Json(), Json());
     for (const SampledToken& t : prompt_lp[static_cast<size_t>(c)]) {
@@ -215,7 +218,7 @@ HttpResponse handle_completions(ServerContext& ctx, const HttpRequest& http) {
   for (int c = 0; c < nc; ++c) {
     // Generated tokens' text offsets follow the echoed prompt: its tokens' bytes when they are listed too.
     if (run->echo_logprobs) {
-      for (int32_t id : run->prompt_ids[c / n]) run->offset[c] += static_cast<int64_t>(ctx.tok ? ctx.tok->token_bytes(id).size() : 0);
+      for (int32_t id : run->prompt_ids[c / n]) run->offset[c] += run->token_len(id);
     } else {
       run->offset[c] = static_cast<int64_t>(run->echo[c / n].size());
     }
