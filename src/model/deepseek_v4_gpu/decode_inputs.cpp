@@ -22,10 +22,7 @@ Status DecodeInputs::plan(std::span<const SeqRun> runs, const v4::V4Config& c, H
   nwin_ = pack.fill<int32_t>(n, [&](int64_t b) { return static_cast<int32_t>(std::min<int64_t>(pos(b) + 1, W)); });
   nvis_ = pack.fill<int32_t>(n, [&](int64_t b) { return static_cast<int32_t>((pos(b) + 1) / 4); });
   hca_n_ = pack.fill<int32_t>(n, [&](int64_t b) { return static_cast<int32_t>((pos(b) + 1) / 128); });
-  hca_idx_ = pack.fill<int32_t>(n * static_cast<size_t>(hca_stride_), [&](int64_t i) {
-    const int64_t b = i / hca_stride_, j = i % hca_stride_;
-    return static_cast<int32_t>(j < (pos(b) + 1) / 128 ? j : -1);
-  });
+  hca_idx_ = pack.fill_prefix_rows(static_cast<int64_t>(n), hca_stride_, [&](int64_t b) { return (pos(b) + 1) / 128; });
   swa_idx_ = pack.fill<int32_t>(n, [](int64_t) { return -1; });
   zeros_ = pack.fill<int32_t>(n, [](int64_t) { return 0; });
   ones_ = pack.fill<int32_t>(n, [](int64_t) { return 1; });

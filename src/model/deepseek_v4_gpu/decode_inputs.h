@@ -6,6 +6,7 @@
 // graph captured for (Nd, ctx) reads the next step's arrays from the same addresses.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -41,6 +42,20 @@ class HostPack {
     const size_t off = add<T>(count);
     T* p = at<T>(off);
     for (size_t i = 0; i < count; ++i) p[i] = value(static_cast<int64_t>(i));
+    return off;
+  }
+  /// rows x stride int32: row r is 0, 1, .., count(r) - 1 (at most stride), then -1 (HCA's index
+  /// rows: every visible entry). Row by row: a division per element made an 8k-token prefill's
+  /// host preparation take 5.6 ms (H100 profile).
+  template <class F>
+  size_t fill_prefix_rows(int64_t rows, int64_t stride, F count) {
+    const size_t off = add<int32_t>(static_cast<size_t>(rows * stride));
+    for (int64_t r = 0; r < rows; ++r) {
+      int32_t* row = at<int32_t>(off) + r * stride;
+      const int64_t visible = std::clamp<int64_t>(count(r), 0, stride);
+      for (int64_t j = 0; j < visible; ++j) row[j] = static_cast<int32_t>(j);
+      std::fill(row + visible, row + stride, int32_t{-1});
+    }
     return off;
   }
   size_t size() const { return bytes_.size(); }

@@ -694,10 +694,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
     f.nwin = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>(nwin(i)); });
     f.nvis = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 4); });
     f.hca_n = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 128); });
-    f.hca_idx = pack.fill<int32_t>(n * static_cast<size_t>(si.hca_stride), [&](int64_t i) {
-      const int64_t t = i / si.hca_stride, j = i % si.hca_stride;
-      return static_cast<int32_t>(j < (si.p0 + t + 1) / 128 ? j : -1);
-    });
+    f.hca_idx = pack.fill_prefix_rows(si.n, si.hca_stride, [&](int64_t t) { return (si.p0 + t + 1) / 128; });
     f.swa_idx = pack.fill<int32_t>(n, [](int64_t) { return -1; });
     f.zeros = pack.fill<int32_t>(n, [](int64_t) { return 0; });
     f.count = pack.fill<int32_t>(1, [&](int64_t) { return static_cast<int32_t>(si.n); });
