@@ -45,8 +45,8 @@ class HostPack {
     return off;
   }
   /// rows x stride int32: row r is 0, 1, .., count(r) - 1 (at most stride), then -1 (HCA's index
-  /// rows: every visible entry). Row by row: a division per element made an 8k-token prefill's
-  /// host preparation take 5.6 ms (H100 profile).
+  /// rows: every visible entry). Row by row, with no division per element (524k of them for an
+  /// 8k-token prefill, whose host preparation took 5.6 ms in the H100 profile; not re-measured).
   template <class F>
   size_t fill_prefix_rows(int64_t rows, int64_t stride, F count) {
     const size_t off = add<int32_t>(static_cast<size_t>(rows * stride));
