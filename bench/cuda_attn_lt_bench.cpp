@@ -248,7 +248,7 @@ struct AttnSet {
   int32_t *idx, *nw, *ni, *pos;
 };
 
-void bench_attention(int B, int n_cmp, const std::vector<int>& splits) {
+void bench_attention(int B, int n_cmp, const std::vector<int>& splits, bool wgmma = false) {
   const int D = 512, H = 64;
   const size_t per = size_t(B) * ((128 + n_cmp) * D * 2 + H * D * 4 + n_cmp * 4);
   const int sets = rotation(per, 256);
@@ -287,6 +287,8 @@ void bench_attention(int B, int n_cmp, const std::vector<int>& splits) {
     a.batch = B;
     a.max_rows = 128 + n_cmp;
     a.split_rows = split;
+    a.wgmma = wgmma;
+    a.heads_per_block = wgmma ? 64 : 0;  // wgmma takes 64-head blocks at any launch size
     void* ws = dalloc(dc::decode_attention_workspace_bytes(a));
     auto fill = [&](dc::DecodeAttnArgs& x, const AttnSet& st) {
       x.q = st.q, x.window = st.ring, x.entries = st.entries, x.out = st.out;
@@ -303,7 +305,7 @@ void bench_attention(int B, int n_cmp, const std::vector<int>& splits) {
     });
     r.bytes = double(B) * ((128.0 + n_cmp) * D * 2 + 2.0 * H * D * 2 + n_cmp * 4);  // K rows, q, out, index
     r.flops = 4.0 * B * H * D * (128.0 + n_cmp);
-    r.note = "splits/seq " + std::to_string((128 + n_cmp + split - 1) / split);
+    r.note = "splits/seq " + std::to_string((128 + n_cmp + split - 1) / split) + (wgmma ? ", wgmma" : "");
     report(r);
     CK(cudaFree(ws));
   }
@@ -424,6 +426,16 @@ int main(int argc, char** argv) {
   if (!std::getenv("SKIP_LT")) {  // SKIP_LT=1: attention and the decode sequence only
     bench_lt(4096, 8192, ms);
     bench_lt(2048, 4096, ms);
+  }
+  // The default mode's large launches on the warpgroup-MMA kernel: the EP step's shape (batch 256,
+  // context 512: 128 window + 128 compressed rows) and context 4k's (+ the indexer's 512).
+  // And one block alone, then one per SM, each over 10 tiles (one split of 640 rows): a tile's
+  // latency with the GPU idle and with every SM loading.
+  for (bool wg : {false, true}) {
+    bench_attention(256, 128, {256}, wg);
+    bench_attention(128, 512, {256}, wg);
+    bench_attention(1, 512, {1024}, wg);
+    bench_attention(132, 512, {1024}, wg);
   }
   for (int B : {1, 32, 128}) bench_attention(B, 512, {128, 256, 512, 1024});
   for (int B : {1, 32}) bench_sequence(B);

@@ -71,7 +71,7 @@ struct StepTimes {
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
-/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows and attn_wgmma change results,
+/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows, attn_wgmma and lt_timed change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
@@ -85,6 +85,8 @@ struct CudaTuning {
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
+  bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it (same bits)
+  bool lt_timed = true;    // cuBLASLt FP8 GEMMs of up to kLtTimedMaxRows rows: the fastest algorithm, timed when first seen
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
   bool operator==(const CudaTuning&) const = default;
   /// An error naming the first knob out of its range (by its `deepinfer bench` flag), else ok.

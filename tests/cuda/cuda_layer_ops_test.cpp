@@ -901,8 +901,8 @@ TEST(CudaLayerOps, PrefillSpeed) {
     cudaEventElapsedTime(&ms, e0, e1);
     return double(ms) / reps;
   };
-  for (int64_t T : {1, 32, 256, 2048, 8192}) {
-    const int reps = T <= 256 ? 100 : 10;
+  for (int64_t T : {1, 32, 256, 512, 1024, 2048, 8192}) {
+    const int reps = T <= 1024 ? 100 : 10;
     const double t_pre = time_ms(reps, [&] {
       return dc::hc_pre(X.as<float>(), T, d, fn.as<float>(), base.as<float>(), scale.as<float>(), 1e-6f, 1e-6f, 20,
                         pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p);

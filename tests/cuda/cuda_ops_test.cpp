@@ -23,6 +23,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/layer_ops.h"
 #include "core/dtype.h"
 #include "tensor/weight.h"
 
@@ -685,6 +686,52 @@ TEST(CudaOps, RmsNormMatchesCpu) {
     auto y = poisoned_run(n * d, [&](float* py) { return dc::rms_norm(dx.as<float>(), n, d, dw.as<float>(), 1e-6f, py); });
     EXPECT_LT(rel_l2(y, ref), 1e-6) << "d=" << d;
   }
+}
+
+// rms_norm_pack == rms_norm, then quantize_act_fp8 (or _t) and cast_f32_to_bf16 of its output, bit
+// for bit, with and without a weight, at the V4 widths; the parts left null stay unwritten.
+TEST(CudaOps, RmsNormPackEqualsItsParts) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(5);
+  for (int64_t d : {4096, 1024, 512})
+    for (bool weighted : {true, false})
+      for (bool scales_t : {false, true}) {
+        const int64_t n = 37;
+        auto x = randn(n * d, rng, 3.f);
+        x[5] = 900.f;  // an outlier block
+        auto wt = randn(d, rng);
+        Dev dx(x.data(), x.size() * 4), dw(wt.data(), wt.size() * 4);
+        const float* w = weighted ? dw.as<float>() : nullptr;
+        Dev y0(n * d * 4), q0(n * d), s0(n * d / 128 * 4), b0(n * d * 2);
+        Dev y1(n * d * 4), q1(n * d), s1(n * d / 128 * 4), b1(n * d * 2);
+        ASSERT_TRUE(dc::rms_norm(dx.as<float>(), n, d, w, 1e-6f, y0.as<float>())) << dc::last_error();
+        ASSERT_TRUE(scales_t ? dc::quantize_act_fp8_t(y0.p, false, n, d, q0.as<uint8_t>(), s0.as<float>())
+                             : dc::quantize_act_fp8(y0.p, false, n, d, q0.as<uint8_t>(), s0.as<float>()))
+            << dc::last_error();
+        ASSERT_TRUE(dc::cast_f32_to_bf16(y0.as<float>(), n, d, b0.as<uint16_t>(), d)) << dc::last_error();
+        ASSERT_TRUE(dc::rms_norm_pack(dx.as<float>(), n, d, w, 1e-6f, y1.as<float>(), q1.as<uint8_t>(), s1.as<float>(),
+                                      scales_t, b1.as<uint16_t>()))
+            << dc::last_error();
+        ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+        const std::string what = "d=" + std::to_string(d) + (weighted ? " weighted" : "") + (scales_t ? " scales_t" : "");
+        auto ya = download<float>(y0, n * d), yb = download<float>(y1, n * d);
+        EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0) << what;
+        EXPECT_EQ(download<uint8_t>(q0, n * d), download<uint8_t>(q1, n * d)) << what;
+        auto sa = download<float>(s0, n * d / 128), sb = download<float>(s1, n * d / 128);
+        EXPECT_EQ(std::memcmp(sa.data(), sb.data(), sa.size() * 4), 0) << what;
+        EXPECT_EQ(download<uint16_t>(b0, n * d), download<uint16_t>(b1, n * d)) << what;
+      }
+  // Only y: the FP8 and bf16 outputs are optional.
+  const int64_t n = 3, d = 512;
+  auto x = randn(n * d, rng);
+  Dev dx(x.data(), x.size() * 4), y0(n * d * 4), y1(n * d * 4);
+  ASSERT_TRUE(dc::rms_norm(dx.as<float>(), n, d, nullptr, 1e-6f, y0.as<float>()));
+  ASSERT_TRUE(dc::rms_norm_pack(dx.as<float>(), n, d, nullptr, 1e-6f, y1.as<float>(), nullptr, nullptr, false, nullptr))
+      << dc::last_error();
+  ASSERT_TRUE(dc::synchronize());
+  auto ya = download<float>(y0, n * d), yb = download<float>(y1, n * d);
+  EXPECT_EQ(std::memcmp(ya.data(), yb.data(), ya.size() * 4), 0);
+  EXPECT_FALSE(dc::rms_norm_pack(dx.as<float>(), n, 100, nullptr, 1e-6f, y1.as<float>(), nullptr, nullptr, false, nullptr));
 }
 
 }  // namespace

@@ -497,6 +497,9 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   std::printf("wide vs narrow expert kernels: logits rel RMS %.3g, argmax agrees on %zu of %zu rows\n", rel, agree, rows);
   EXPECT_LE(rel, 0.04);
   EXPECT_GE(agree, rows * 9 / 10);
+  CudaTuning unpacked;
+  unpacked.act_pack = false;  // every linear quantises / casts its own input: the same bits
+  EXPECT_TRUE(run_batch(unpacked) == wide) << "the norms' packed FP8 / bf16 forms change the logits";
   CudaTuning p;
   p.profile = true;
   EXPECT_TRUE(run_batch(p) == wide) << "the profiled step changes the logits";

@@ -194,7 +194,7 @@ int run_bench(const BenchArgs& a) {
   const CudaTuning untuned;
   if (cpu && (a.tuning != untuned || a.host_sampling))
     return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
-                       "--route-gemm-rows, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, "
+                       "--route-gemm-rows, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, --no-act-pack, --no-lt-timed, "
                        "--profile and --host-sampling apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -418,6 +418,8 @@ int run_bench(const BenchArgs& a) {
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
+                     {"act_pack", a.tuning.act_pack},
+                     {"lt_timed", a.tuning.lt_timed},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
                      {"prefill_profile_ms", prefill_profile},
@@ -493,6 +495,12 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
               "kernel where it would run 64-head blocks)");
+  b->add_flag("!--no-act-pack", a->tuning.act_pack,
+              "--device cuda: each linear quantises / casts its input itself (default: a norm writes the FP8 and "
+              "bf16 forms its linears read, in the same pass)");
+  b->add_flag("!--no-lt-timed", a->tuning.lt_timed,
+              "--device cuda: cuBLASLt's FP8 GEMMs of up to 512 rows on the heuristic's first algorithm (default: the "
+              "fastest of its candidates, timed when a shape is first seen)");
   b->add_flag("--host-sampling", a->host_sampling,
               "--device cuda: copy the decode logits to the host instead of sampling on the device");
   b->add_flag("--profile", a->tuning.profile,

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # The nineteenth slice's first device call (norms that write their linears' FP8 / bf16 inputs,
 # the mHC pre partial at one token per thread below 1,024 tokens, the expert groups' slot ranks
-# by one warp, cuBLASLt's FP8 algorithm timed among its candidates up to 512 rows: built on the
-# development machine, never yet run on a GPU: tools/device/pending/nineteenth-cuda.patch, applied
-# and built first, see tools/device/pending/README.md). Run on the GPU machine
+# by one warp, cuBLASLt's FP8 algorithm timed among its candidates up to 512 rows; written with no
+# device as a patch, run on an H100 on 2026-12-05 and landed). Run on the GPU machine
 # from the repository root after `tar xJf .device-bin.tar.xz` (tools/device/pack_bins.sh: deepinfer,
 # deepinfer-before = the same flags at the slice's base commit, and the cuda_*_test binaries):
 #   run(carry=[".device-bin.tar.xz"], timeout_s=590,
@@ -47,7 +46,7 @@ tools/device/run_session.sh
 left=$((${TOTAL_S:-570} - (SECONDS - START)))
 if [ "$left" -gt 30 ]; then
   echo "== ncu: decode attention at batch 256, context 512 (box $left s)"
-  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   timeout "$left" "$NCU" --profile-from-start off -k regex:attn_wgmma -c 4 --set full \
     .device-bin/bin/deepinfer bench --device cuda --synthetic v4-flash:4 --batch 256 --prompt-len 512 --gen-len 2 \
     > "$FINAL/ncu-attn.txt" 2>&1

@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
 export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:$CUDA_LIB/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}"
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 [ -n "$NCU" ] || { echo "no ncu"; exit 1; }
 "$NCU" --version | tail -1
 if [ -n "${KERNEL_ARGS:-}" ]; then

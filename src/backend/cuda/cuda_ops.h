@@ -131,9 +131,12 @@ size_t fp8_linear_lt_workspace_bytes();
 /// y[M, N] = x[M, K] . W[N, K]^T through cublasLtMatmul with A = W (BLK128x128_32F scales, fp32,
 /// w.scale_is_f32 required) and B = x (VEC128_32F, scales from quantize_act_fp8_t); fp32
 /// accumulate, y fp32 or bf16 (y_bf16). Plans (descriptors + heuristic algorithm) are cached per
-/// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm.
+/// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm. `timed`: the
+/// plan takes the fastest of the heuristic's candidates, each timed once on these operands when
+/// the shape is first seen (synchronising the stream then; not while it is being captured), in
+/// place of the heuristic's first; such plans are cached apart from the untimed ones.
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
-                   void* workspace, void* stream = nullptr);
+                   void* workspace, void* stream = nullptr, bool timed = false);
 
 // ---- V4 decode attention (one query token per sequence) ----
 /// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest
@@ -303,6 +306,12 @@ bool moe_permute_f16(const float* h, int64_t T, int k, int64_t d, const int32_t*
 // ---- RMSNorm: y = x * rsqrt(mean(x^2) + eps) * weight (weight may be null), fp32 ----
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y,
               void* stream = nullptr);
+/// rms_norm's y (bit for bit) and, from the same pass, y's FP8 activation (q and scales as
+/// quantize_act_fp8 writes them, or with scales_t as quantize_act_fp8_t does) and/or its bf16 copy
+/// y16 [n, d] (cast_f32_to_bf16's rounding): the consumers of a normed row get their inputs
+/// without a pass each. q (with scales) and y16 may be null. d % 128 == 0.
+bool rms_norm_pack(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y, uint8_t* q,
+                   float* scales, bool scales_t, uint16_t* y16, void* stream = nullptr);
 
 // ---- dequantisation (for peers and checks): FP8 block weight -> bf16 [N, K] ----
 bool dequant_fp8_to_bf16(const Fp8Weight& w, uint16_t* out, void* stream = nullptr);

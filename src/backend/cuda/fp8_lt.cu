@@ -57,7 +57,7 @@ bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream) {
 }
 
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
-                   void* workspace, void* stream) {
+                   void* workspace, void* stream, bool timed) {
   if (M <= 0) return true;
   if (!w.scale_is_f32) return fail("fp8_linear_lt: weight scales must be fp32 (fp8_scales_to_f32)");
   if (w.n % 128 || w.k % 128) return fail("fp8_linear_lt: N, K must be multiples of 128");
@@ -65,16 +65,39 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   detail::LtCache& c = detail::lt_cache();
   std::lock_guard<std::mutex> lock(c.mu);
   detail::LtPlan* p = nullptr;
-  const detail::LtKey key{int(detail::LtKind::kFp8Block), M, w.n, w.k, y_bf16};
+  const detail::LtKind kind = timed ? detail::LtKind::kFp8BlockTimed : detail::LtKind::kFp8Block;
+  const detail::LtKey key{int(kind), M, w.n, w.k, y_bf16};
   auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, y_bf16, w.scale, xs_t); };
-  if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p)) return false;
+  const cudaStream_t s = as_stream(stream);
+  // One warm-up and 3 timed runs of a candidate on the caller's operands (y is written again below).
+  const detail::LtTimer timer = [&](const detail::LtPlan& np, const cublasLtMatmulAlgo_t& algo) -> float {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return -1.f;
+    const float one = 1.f, zero = 0.f;
+    auto run = [&] {
+      return cublasLtMatmul(c.handle, np.desc, &one, w.data, np.a, xq, np.b, &zero, y, np.d, y, np.d, &algo, workspace,
+                            kLtWorkspace, s) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!run()) return cudaGetLastError(), -1.f;
+    cudaEvent_t e0 = nullptr, e1 = nullptr;
+    float ms = -1.f;
+    if (cudaEventCreate(&e0) == cudaSuccess && cudaEventCreate(&e1) == cudaSuccess &&
+        cudaEventRecord(e0, s) == cudaSuccess && run() && run() && run() && cudaEventRecord(e1, s) == cudaSuccess &&
+        cudaEventSynchronize(e1) == cudaSuccess && cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess)
+      ms = -1.f;
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaGetLastError();
+    return ms;
+  };
+  if (!detail::lt_get_plan(c, key, "fp8_linear_lt", build, &p, timed ? &timer : nullptr)) return false;
   const void* sa = w.scale;
   const void* sb = xs_t;
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
   const float one = 1.f, zero = 0.f;
   const cublasStatus_t st = cublasLtMatmul(c.handle, p->desc, &one, w.data, p->a, xq, p->b, &zero, y, p->d, y, p->d,
-                                           &p->algo, workspace, kLtWorkspace, as_stream(stream));
+                                           &p->algo, workspace, kLtWorkspace, s);
   if (st != CUBLAS_STATUS_SUCCESS) return detail::lt_fail("fp8_linear_lt", "cublasLtMatmul", st);
   return true;
 }

@@ -27,8 +27,13 @@ constexpr int kHcN = 4, kHcMix = 24, kHcOut = kHcMix + 1, kHcChunk = 1024;
 // fmaf, in order, the float4s at columns l*4 + 32*i (i = 0..kHcSteps-1, .x .y .z .w); the 8
 // lanes are combined by the xor tree 1, 2, 4; the chunks are summed in order in the mix step.
 constexpr int kHcKc = 512, kHcLanes = 8, kHcSteps = kHcKc / (4 * kHcLanes);
-// Prefill partial: 4 tokens x 25 outputs per thread, fn chunk in shared memory (48 KB).
-constexpr int kHcPTok = 4, kHcPThreads = 128, kHcPTile = kHcPTok * kHcPThreads / kHcLanes;  // 64 tokens
+// Prefill partial: TOK tokens x 25 outputs per thread, fn chunk in shared memory (48 KB). TOK 4
+// from kHcPTok4MinT tokens; below, TOK 1: 4x the blocks (at 256 tokens, 4 x 32 blocks of 4 warps
+// were too few to hide the loads' latency: 16.7 us against 5.6 of X's bytes, H100 ncu). Each
+// output's reduction order is TOK's independent, so both variants give the same bits.
+constexpr int kHcPThreads = 128, kHcPTok4MinT = 1024;
+template <int TOK>
+constexpr int hc_ptile() { return TOK * kHcPThreads / kHcLanes; }  // tokens per block: 16 TOK
 // Decode partial: 1 token x 1 output per thread, fn from global.
 constexpr int kHcDWarps = 5, kHcDTile = 4;  // 5 x 5 = 25 output rows
 constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial kernel
@@ -71,7 +76,9 @@ __device__ __forceinline__ void cp_async_wait() {
 // each thread streams its own X float4s through a kHcPStages-deep cp.async ring (it reads back
 // only what it copied, so no block barrier in the loop).
 constexpr int kHcPStages = 3;
-constexpr size_t kHcPSmem = (size_t(kHcMix) * kHcKc + size_t(kHcPStages) * kHcPTok * kHcPThreads * 4) * sizeof(float);
+template <int TOK>
+constexpr size_t hc_psmem() { return (size_t(kHcMix) * kHcKc + size_t(kHcPStages) * TOK * kHcPThreads * 4) * sizeof(float); }
+template <int TOK>
 __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
                                                                            const float* __restrict__ fn,
                                                                            float* __restrict__ ws) {
@@ -80,13 +87,13 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
   const float* sfn = reinterpret_cast<const float*>(hc_smem);
   float4* sx = hc_smem + kHcMix * kHcKc / 4 + threadIdx.x;  // [stage][token j][thread]
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), g = threadIdx.x / kHcLanes;
-  const int t0 = blockIdx.x * kHcPTile + g * kHcPTok;
-  const float* xr[kHcPTok];
+  const int t0 = blockIdx.x * hc_ptile<TOK>() + g * TOK;
+  const float* xr[TOK];
 #pragma unroll
-  for (int j = 0; j < kHcPTok; ++j) xr[j] = X + int64_t(min(t0 + j, T - 1)) * nd + c * kHcKc + lane * 4;
+  for (int j = 0; j < TOK; ++j) xr[j] = X + int64_t(min(t0 + j, T - 1)) * nd + c * kHcKc + lane * 4;
   auto issue = [&](int i) {
 #pragma unroll
-    for (int j = 0; j < kHcPTok; ++j) cp_async16(sx + ((i % kHcPStages) * kHcPTok + j) * kHcPThreads, xr[j] + 32 * i);
+    for (int j = 0; j < TOK; ++j) cp_async16(sx + ((i % kHcPStages) * TOK + j) * kHcPThreads, xr[j] + 32 * i);
   };
 #pragma unroll
   for (int i = 0; i < kHcPStages - 1; ++i) {
@@ -97,9 +104,9 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
     const int r = i / (kHcKc / 4), q = i % (kHcKc / 4);
     hc_smem[i] = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc) + q);
   }
-  float acc[kHcPTok][kHcOut];
+  float acc[TOK][kHcOut];
 #pragma unroll
-  for (int j = 0; j < kHcPTok; ++j)
+  for (int j = 0; j < TOK; ++j)
 #pragma unroll
     for (int r = 0; r < kHcOut; ++r) acc[j][r] = 0.f;
   __syncthreads();
@@ -109,20 +116,20 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
     cp_async_commit();
     cp_async_wait<kHcPStages - 1>();
     const int col = lane * 4 + 32 * i;
-    float4 x[kHcPTok];
+    float4 x[TOK];
 #pragma unroll
-    for (int j = 0; j < kHcPTok; ++j) x[j] = sx[((i % kHcPStages) * kHcPTok + j) * kHcPThreads];
+    for (int j = 0; j < TOK; ++j) x[j] = sx[((i % kHcPStages) * TOK + j) * kHcPThreads];
 #pragma unroll
     for (int r = 0; r < kHcMix; ++r) {
       const float4 f = *reinterpret_cast<const float4*>(sfn + r * kHcKc + col);
 #pragma unroll
-      for (int j = 0; j < kHcPTok; ++j) acc[j][r] = fma4(x[j], f, acc[j][r]);
+      for (int j = 0; j < TOK; ++j) acc[j][r] = fma4(x[j], f, acc[j][r]);
     }
 #pragma unroll
-    for (int j = 0; j < kHcPTok; ++j) acc[j][kHcMix] = fma4(x[j], x[j], acc[j][kHcMix]);
+    for (int j = 0; j < TOK; ++j) acc[j][kHcMix] = fma4(x[j], x[j], acc[j][kHcMix]);
   }
 #pragma unroll
-  for (int j = 0; j < kHcPTok; ++j)
+  for (int j = 0; j < TOK; ++j)
 #pragma unroll
     for (int r = 0; r < kHcOut; ++r) {
       const float s = lane8_sum(acc[j][r]);  // every lane of the 8 holds the same bits
@@ -596,11 +603,6 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
   __syncthreads();
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
     if (cnt[e] == 0) continue;
-    if (!offsets) {
-      int r = off[e];
-      for (int i = 0; i < TK; ++i)
-        if (ex[i] == e) slot_pos[i] = r++;
-    }
     const ExpertPtrs p = ptrs[e];
     for (int c = 0; c * group_rows < cnt[e]; ++c) {
       const int g = gst[e] + c;
@@ -625,6 +627,27 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
     g13[2 * g] = z;
     g13[2 * g + 1] = z;
     g2[g] = z;
+  }
+  if (offsets) return;
+  // Slot i's row: its expert's first row + that expert's slots before i (stable). Warp 0 walks the
+  // slots 32 at a time: the lanes of one expert rank among themselves by a match mask, and the
+  // lowest advances the expert's running row (off[], no longer read by the groups above). One
+  // thread per expert scanning every slot took 23 us at 1,536 slots of 32 experts (H100 ncu).
+  __syncthreads();
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  for (int b = 0; b < TK; b += 32) {
+    const int i = b + lane;
+    const int e = i < TK ? ex[i] : -1 - lane;  // past the slots: a key of its own
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    const int rank = __popc(same & ((1u << lane) - 1u));
+    const int r = i < TK ? off[e] : 0;
+    __syncwarp();
+    if (i < TK) {
+      slot_pos[i] = r + rank;
+      if (rank == 0) off[e] = r + __popc(same);
+    }
+    __syncwarp();
   }
 }
 
@@ -733,6 +756,19 @@ __global__ void fill_random_kernel(void* dst, int64_t count, int kind, float a, 
 
 inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
+// The prefill partial with TOK tokens per thread; its shared-memory size set once per device (not
+// re-issued inside a graph capture).
+template <int TOK>
+bool launch_hc_partial(const float* X, int T, int nd, int nchunk, const float* fn, float* ws, cudaStream_t s) {
+  static std::atomic<uint64_t> attr_set{0};
+  if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(hc_partial_prefill_kernel<TOK>),
+                                     static_cast<int>(hc_psmem<TOK>()), attr_set, "hc_pre: shared-memory size"))
+    return false;
+  detail::launch_pdl(hc_partial_prefill_kernel<TOK>, dim3(blocks_for(T, hc_ptile<TOK>()), nchunk), kHcPThreads,
+                     hc_psmem<TOK>(), s, X, T, nd, fn, ws);
+  return check_launch("hc_partial_prefill_kernel");
+}
+
 }  // namespace
 
 size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
@@ -749,20 +785,11 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
   if (T >= kHcPartialPrefillMinT) {
-    // per device, once (as mxfp4_linear_grouped): not re-issued inside a graph capture
-    static std::atomic<uint64_t> attr_set{0};
-    int dev = 0;
-    if (!detail::check(cudaGetDevice(&dev), "hc_pre: cudaGetDevice")) return false;
-    const uint64_t bit = uint64_t(1) << (dev & 63);
-    if (!(attr_set.load(std::memory_order_acquire) & bit)) {
-      if (!detail::check(cudaFuncSetAttribute(hc_partial_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              static_cast<int>(kHcPSmem)),
-                         "hc_pre: shared-memory size"))
-        return false;
-      attr_set.fetch_or(bit, std::memory_order_acq_rel);
+    if (T >= kHcPTok4MinT) {
+      if (!launch_hc_partial<4>(X, Ti, nd, nchunk, fn, ws, s)) return false;
+    } else if (!launch_hc_partial<1>(X, Ti, nd, nchunk, fn, ws, s)) {
+      return false;
     }
-    detail::launch_pdl(hc_partial_prefill_kernel, dim3(blocks_for(T, kHcPTile), nchunk), kHcPThreads, kHcPSmem, s, X, Ti, nd, fn, ws);
-    if (!check_launch("hc_partial_prefill_kernel")) return false;
   } else {
     const dim3 grid(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps);
     detail::launch_pdl(hc_partial_decode_kernel, grid, kHcDWarps * 32, 0, s, X, Ti, nd, fn, ws);

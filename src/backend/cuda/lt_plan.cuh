@@ -1,11 +1,13 @@
 // The cuBLASLt handle and plan cache shared by the cuBLASLt GEMMs of the CUDA op set (fp8_lt.cu:
 // FP8 block-scaled, model_ops.cu: bf16). One handle per process; a plan (descriptors + the
 // heuristic's first algorithm) per (kind, M, N, K, out type), so a shape always runs the same
-// algorithm. Host code only; never included outside backend/cuda.
+// algorithm (or, asked for, the fastest of its candidates timed once). Host code only; never
+// included outside backend/cuda.
 #pragma once
 
 #include <cublasLt.h>
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,7 +26,7 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
 };
 
-enum class LtKind : int { kFp8Block = 0, kBf16 = 1 };
+enum class LtKind : int { kFp8Block = 0, kBf16 = 1, kFp8BlockTimed = 2 };
 using LtKey = std::tuple<int, int64_t, int64_t, int64_t, bool>;  // kind, M, N, K, y_bf16
 
 struct LtCache {
@@ -51,11 +53,18 @@ inline void lt_destroy(LtPlan& p) {
   p = LtPlan{};
 }
 
+/// Times one algorithm of a plan on the caller's operands: ms, or < 0 where it cannot (it failed,
+/// or the stream is being captured).
+using LtTimer = std::function<float(const LtPlan&, const cublasLtMatmulAlgo_t&)>;
+
 /// With c.mu held: the cached plan of `key`, or a new one: build(LtPlan&) -> cublasStatus_t creates
 /// the descriptor and the a, b, d layouts, then the heuristic picks the algorithm (D = C layout,
-/// workspace kLtWorkspace). On failure whatever was built is destroyed and `who`'s message is set.
+/// workspace kLtWorkspace): its first, or with `timer` the fastest of its candidates as timed
+/// (the first where none could be). On failure whatever was built is destroyed and `who`'s
+/// message is set.
 template <class Build>
-bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out) {
+bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out,
+                 const LtTimer* timer = nullptr) {
   auto it = c.plans.find(key);
   if (it != c.plans.end()) {
     *out = &it->second;
@@ -75,9 +84,10 @@ bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, L
   }
   const size_t ws = kLtWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t res[8] = {};
+  constexpr int kCandidates = 16;
+  cublasLtMatmulHeuristicResult_t res[kCandidates] = {};
   int found = 0;
-  st = cublasLtMatmulAlgoGetHeuristic(c.handle, p.desc, p.a, p.b, p.d, p.d, pref, 8, res, &found);
+  st = cublasLtMatmulAlgoGetHeuristic(c.handle, p.desc, p.a, p.b, p.d, p.d, pref, timer ? kCandidates : 8, res, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     lt_destroy(p);
@@ -86,6 +96,11 @@ bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, L
                 (std::get<4>(key) ? " (bf16 out)" : " (fp32 out)") + ", status " + std::to_string(int(st)));
   }
   p.algo = res[0].algo;
+  float best = -1.f;
+  for (int i = 0; timer && found > 1 && i < found; ++i) {
+    const float ms = (*timer)(p, res[i].algo);
+    if (ms >= 0.f && (best < 0.f || ms < best)) best = ms, p.algo = res[i].algo;
+  }
   *out = &(c.plans[key] = p);
   return true;
 }

@@ -36,6 +36,7 @@ struct Forward::Acts {
   float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa2, *f, *h, *sg, *su, *sa, *sy;
   void* hcws;
   uint16_t *q16, *kv16, *ao;
+  Packed xnp, qanp, hp;  // norm_pack's forms of xn, qan, h (empty without tuning_.act_pack)
   // head
   int64_t head_rows = 0;
   std::vector<int64_t> head_off;  // first logits row of each run (processing order)
@@ -114,8 +115,9 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_TRY(S.kv.reserve((si.p0 + n) / L.ratio + 1));
     DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
     DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
-    DI_TRY(linear(a.xn + o * d, n, L.cmp.wkv, ckv));
-    DI_TRY(linear(a.xn + o * d, n, L.cmp.wgate, cgate));
+    const Packed xp = a.xnp.rows_from(o, d);
+    DI_TRY(linear(a.xn + o * d, n, L.cmp.wkv, ckv, -1, &xp));
+    DI_TRY(linear(a.xn + o * d, n, L.cmp.wgate, cgate, -1, &xp));
     dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 1 : 0);
     set_one_sequence(q, S.kv, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
     DI_CUDA_TRY(dc::compressor_step(q, stream_));
@@ -133,12 +135,13 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
     DI_ASSIGN_OR_RETURN(int32_t* index, buf<int32_t>(kIndex, a.max_n * K));
     DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kNIndex, a.max_n));
-    DI_TRY(linear(a.xn + o * d, n, L.icmp.wkv, ikv));
-    DI_TRY(linear(a.xn + o * d, n, L.icmp.wgate, igate));
+    const Packed xp = a.xnp.rows_from(o, d);
+    DI_TRY(linear(a.xn + o * d, n, L.icmp.wkv, ikv, -1, &xp));
+    DI_TRY(linear(a.xn + o * d, n, L.icmp.wgate, igate, -1, &xp));
     dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 2 : 0);
     set_one_sequence(q, S.index, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
     DI_CUDA_TRY(dc::compressor_step(q, stream_));
-    DI_TRY(linear(a.xn + o * d, n, L.weights_proj, widx));
+    DI_TRY(linear(a.xn + o * d, n, L.weights_proj, widx, -1, &xp));
     dc::IndexerArgs x;
     x.q = a.qidx + o * Hi * Di, x.w = widx, x.keys = S.index.entries.as<uint16_t>();
     x.key_base = si.zero64, x.n_visible = si.nvis, x.out_base = si.zero64, x.index = index, x.n_index = n_index;
@@ -164,8 +167,8 @@ Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& 
   const float eps = static_cast<float>(c_.rms_eps);
   DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
   DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
-  DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv, lane));
-  DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate, lane));
+  DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv, lane, &a.xnp));
+  DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate, lane, &a.xnp));
   dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps,
                                              c_.numerics.reference_rounding ? 1 : 0);
   set_decode(q, dec.layers[l].kv, dec, a.pos);
@@ -179,13 +182,13 @@ Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec
   DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
   DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
   DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
-  DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv, lane));
-  DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate, lane));
+  DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv, lane, &a.xnp));
+  DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate, lane, &a.xnp));
   dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps,
                                              c_.numerics.reference_rounding ? 2 : 0);
   set_decode(q, dec.layers[l].index, dec, a.pos);
   DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
-  DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, lane));
+  DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, lane, &a.xnp));
   return Status::ok();
 }
 
@@ -265,9 +268,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_attn.fn.as<float>(), L.hc_attn.base.as<float>(), L.hc_attn.scale.as<float>(),
                          eps, hc_eps, static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, a.xin, a.hcws,
                          stream_));
-  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.attn_norm.as<float>(), eps, a.xn, stream_));
-  DI_TRY(linear(a.xn, T, L.wq_a, a.qa));
-  DI_CUDA_TRY(dc::rms_norm(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), eps, a.qan, stream_));
+  // xn's forms for wq_a, wkv (FP8) and the compressors' and indexer's bf16 projections; qan's for
+  // wq_b and the indexer's wq_b.
+  const bool xn16 = (L.has_compressor && !L.cmp.wkv.fp8) || (L.has_indexer && !L.weights_proj.fp8);
+  DI_TRY(norm_pack(a.xin, T, d, L.attn_norm.as<float>(), a.xn, L.wq_a.n, L.wq_a.fp8, xn16, {kPackQ8, kPackQs, kPack16},
+                   a.xnp));
+  DI_TRY(linear(a.xn, T, L.wq_a, a.qa, -1, &a.xnp));
+  DI_TRY(norm_pack(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), a.qan, L.wq_b.n, L.wq_b.fp8, false,
+                   {kQanQ8, kQanQs, kQan16}, a.qanp));
   DI_TRY(mark(part::kAttnPre));
   // Independent paths on their own streams, joined before attention:
   //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
@@ -276,7 +284,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   //           indexer-key compressor and head weights
   //   main    q: wq_b, per-head RMS (unweighted), RoPE on the last R dims
   DI_TRY(fork(kLanes));
-  DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0));
+  DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0, &a.xnp));
   DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, st(0)));
   DI_CUDA_TRY(dc::rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), st(0)));
   DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
@@ -287,13 +295,13 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_TRY(mark(part::kAttnCompressor));
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
-    DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2));
+    DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2, &a.qanp));
     DI_CUDA_TRY(dc::rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
                             L.inv_freq.as<float>(), st(2)));
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
   DI_TRY(mark(part::kAttnIndexer));
-  DI_TRY(linear(a.qan, T, L.wq_b, a.qb));
+  DI_TRY(linear(a.qan, T, L.wq_b, a.qb, -1, &a.qanp));
   // per-head RMS (unweighted), RoPE on the last R dims, bf16: one pass
   DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
                                       L.inv_freq.as<float>(), a.q16, stream_));
@@ -345,12 +353,12 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_ffn.fn.as<float>(), L.hc_ffn.base.as<float>(), L.hc_ffn.scale.as<float>(), eps,
                          static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_));
-  DI_CUDA_TRY(dc::rms_norm(a.xin, T, d, L.ffn_norm.as<float>(), eps, a.h, stream_));
+  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, I, L.sh_w1.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp));
   DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
   DI_TRY(fork(1));
-  DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0));
-  DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0));
+  DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0, &a.hp));
+  DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0, &a.hp));
   DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark(part::kMoeShared));
@@ -483,11 +491,14 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   DI_CUDA_TRY(dc::hc_pre(Xr, a.head_rows, d, w_.hc_head.fn.as<float>(), w_.hc_head.base.as<float>(),
                          w_.hc_head.scale.as<float>(), eps, static_cast<float>(c_.hc_eps),
                          static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws, stream_));
-  DI_CUDA_TRY(dc::rms_norm(hin, a.head_rows, d, w_.norm.as<float>(), eps, hn, stream_));
-  if (a.Nd > 0) DI_TRY(linear(hn, a.Nd, w_.head, a.logits));
+  Packed hnp;  // the head's bf16 rows (or FP8 ones for an FP8 head)
+  DI_TRY(norm_pack(hin, a.head_rows, d, w_.norm.as<float>(), hn, V, w_.head.fp8, !w_.head.fp8,
+                   {kPackQ8, kPackQs, kPack16}, hnp));
+  if (a.Nd > 0) DI_TRY(linear(hn, a.Nd, w_.head, a.logits, -1, &hnp));
   for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
     const int64_t r = (s + 1 < runs.size() ? a.head_off[s + 1] : a.head_rows) - a.head_off[s];
-    DI_TRY(linear(hn + a.head_off[s] * d, r, w_.head, a.logits + a.head_off[s] * V));
+    const Packed sp = hnp.rows_from(a.head_off[s], d);
+    DI_TRY(linear(hn + a.head_off[s] * d, r, w_.head, a.logits + a.head_off[s] * V, -1, &sp));
   }
   return Status::ok();
 }

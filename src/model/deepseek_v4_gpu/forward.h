@@ -85,14 +85,35 @@ class Forward {
   void finish(const Launched& L, std::chrono::steady_clock::time_point t_done);
   Status ensure_slots();
   Status body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, const DecodeBatch& dec, Acts& a);
+  /// A normed activation's forms for the linears that read it, written by its norm in the same pass
+  /// (norm_pack): e4m3 rows with scales (row-major, or K-block-major for cuBLASLt: qs_t) and a
+  /// bf16 copy of x16_rows rows (past the activation's rows: pad rows a bf16 GEMM call may read).
+  /// A linear takes the part its path needs when there is one in its layout, else makes its own.
+  struct Packed {
+    const uint8_t* q8 = nullptr;
+    const float* qs = nullptr;
+    bool qs_t = false;
+    const uint16_t* x16 = nullptr;
+    int64_t rows = 0;      // the activation's rows (K-block-major scales serve exactly this many)
+    int64_t x16_rows = 0;
+    /// The same forms from row o of a K-wide activation (the K-block-major scales cannot be offset).
+    Packed rows_from(int64_t o, int64_t K) const;
+  };
   // `lane`: -1 the main stream, 0..kWoLanes-1 a side stream (with its own GEMM workspaces).
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                int lane = -1);
+                int lane = -1, const Packed* p = nullptr);
   Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                     int lane = -1);
-  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1) {
-    return linear(x, false, M, W, 0, W.n, y, lane);
+                     int lane = -1, const Packed* p = nullptr);
+  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1, const Packed* p = nullptr) {
+    return linear(x, false, M, W, 0, W.n, y, lane, p);
   }
+  /// y = rms_norm(x [T, K]) and, with tuning_.act_pack, p's forms in the same pass: e4m3 in the
+  /// layout an FP8 linear of T rows and `n_out` outputs takes (when `fp8`), bf16 (when `bf16`);
+  /// slots[3]: the e4m3, scale and bf16 buffers. Without act_pack, p is empty.
+  Status norm_pack(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t n_out, bool fp8, bool bf16,
+                   const int (&slots)[3], Packed& p);
+  /// Whether an FP8 linear of M rows, N outputs and K inputs runs on cuBLASLt (K-block-major scales).
+  bool fp8_on_lt(int64_t M, int64_t N, int64_t K) const;
   /// V4's grouped output projection in one quantisation and one launch per 128 rows (the FP8
   /// decode paths): y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..)
   /// times W rows [g*N, ..)). Returns false (nothing launched) where it does not apply

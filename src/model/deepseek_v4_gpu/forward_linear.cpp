@@ -12,38 +12,90 @@ namespace deepinfer::v4gpu {
 namespace dc = deepinfer::cuda;
 using namespace fwd;
 
+Forward::Packed Forward::Packed::rows_from(int64_t o, int64_t K) const {
+  Packed r;
+  r.rows = rows - o;
+  if (q8 && !qs_t) r.q8 = q8 + o * K, r.qs = qs + o * (K / 128);
+  if (x16 && x16_rows > o) r.x16 = x16 + o * K, r.x16_rows = x16_rows - o;
+  return r;
+}
+
+bool Forward::fp8_on_lt(int64_t M, int64_t N, int64_t K) const {
+  return !fp8_wgmma_for(M, N) && !c_.numerics.batch_invariant && M >= kLtMinRows &&
+         !lt_missing_.count(std::make_tuple(M, N, K));
+}
+
+Status Forward::norm_pack(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t n_out, bool fp8,
+                          bool bf16, const int (&slots)[3], Packed& p) {
+  const float eps = static_cast<float>(c_.rms_eps);
+  p = {};
+  p.rows = T;
+  if (!tuning_.act_pack || K % 128 || (!fp8 && !bf16)) {
+    DI_CUDA_TRY(dc::rms_norm(x, T, K, w, eps, y, stream_));
+    return Status::ok();
+  }
+  uint8_t* q8 = nullptr;
+  float* qs = nullptr;
+  uint16_t* x16 = nullptr;
+  if (fp8) {
+    DI_ASSIGN_OR_RETURN(q8, buf<uint8_t>(slots[0], T * K));
+    DI_ASSIGN_OR_RETURN(qs, buf<float>(slots[1], T * K / 128));
+    p.q8 = q8, p.qs = qs, p.qs_t = fp8_on_lt(T, n_out, K);
+  }
+  if (bf16) {  // room for the pad rows of any bf16 call (kBf16MinRows, or kBiRows per call)
+    p.x16_rows = (T + kBiRows - 1) / kBiRows * kBiRows + std::max(kBiRows, kBf16MinRows);
+    DI_ASSIGN_OR_RETURN(x16, buf<uint16_t>(slots[2], p.x16_rows * K));
+    p.x16 = x16;
+  }
+  DI_CUDA_TRY(dc::rms_norm_pack(x, T, K, w, eps, y, q8, qs, p.qs_t, x16, stream_));
+  return Status::ok();
+}
+
 Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                       int lane) {
+                       int lane, const Packed* p) {
   void* const s = st(lane);
   if (M <= 0) return Status::ok();
   const int64_t K = W.k;
   if (W.fp8) {
     const dc::Fp8Weight w = W.fp8_rows(r0, rows);
-    DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(ls(kQ8, lane), M * K));
-    DI_ASSIGN_OR_RETURN(float* qs, buf<float>(ls(kQs, lane), M * K / 128));
-    DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kFp8Ws, lane), std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16)));
     const auto key = std::make_tuple(M, rows, K);
+    // x as e4m3 rows with scales in the layout asked for: the packed ones, or quantised here.
+    using Quantised = std::pair<const uint8_t*, const float*>;
+    auto quantised = [&](bool scales_t) -> Result<Quantised> {
+      if (p && p->q8 && p->qs_t == scales_t && M <= p->rows && (!scales_t || M == p->rows)) return Quantised(p->q8, p->qs);
+      DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(ls(kQ8, lane), M * K));
+      DI_ASSIGN_OR_RETURN(float* qs, buf<float>(ls(kQs, lane), M * K / 128));
+      if (scales_t) {
+        DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
+      } else {
+        DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
+      }
+      return Quantised(q8, qs);
+    };
     if (fp8_wgmma_for(M, rows)) {
-      DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
-      DI_CUDA_TRY(dc::fp8_linear_wgmma(q8, qs, M, w, y, s));
+      DI_ASSIGN_OR_RETURN(const auto xq, quantised(false));
+      DI_CUDA_TRY(dc::fp8_linear_wgmma(xq.first, xq.second, M, w, y, s));
       return Status::ok();
     }
-    if (!c_.numerics.batch_invariant && M >= kLtMinRows && !lt_missing_.count(key)) {
+    if (fp8_on_lt(M, rows, K)) {
       // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
       DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
-      DI_CUDA_TRY(dc::quantize_act_fp8_t(x, x_bf16, M, K, q8, qs, s));
-      if (dc::fp8_linear_lt(q8, qs, M, W.lt_rows(r0, rows), y, false, lws, s)) return Status::ok();
+      DI_ASSIGN_OR_RETURN(const auto xq, quantised(true));
+      const bool timed = tuning_.lt_timed && M <= kLtTimedMaxRows;
+      if (dc::fp8_linear_lt(xq.first, xq.second, M, W.lt_rows(r0, rows), y, false, lws, s, timed)) return Status::ok();
       lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
     }
-    DI_CUDA_TRY(dc::quantize_act_fp8(x, x_bf16, M, K, q8, qs, s));
+    DI_ASSIGN_OR_RETURN(const auto xq, quantised(false));
     if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
-      DI_CUDA_TRY(dc::fp8_linear_tiled(q8, qs, M, w, y, s));
+      DI_CUDA_TRY(dc::fp8_linear_tiled(xq.first, xq.second, M, w, y, s));
     } else {
-      DI_CUDA_TRY(dc::fp8_linear(q8, qs, M, w, y, ws, s));
+      const size_t ws_bytes = std::max<size_t>(dc::fp8_linear_workspace_bytes(M, rows, K), 16);
+      DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kFp8Ws, lane), ws_bytes));
+      DI_CUDA_TRY(dc::fp8_linear(xq.first, xq.second, M, w, y, ws, s));
     }
     return Status::ok();
   }
-  return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane);
+  return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane, p);
 }
 
 Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
@@ -81,7 +133,7 @@ bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
 // always finds a plan), or in batch-invariant mode exactly kBiRows per call, so cuBLASLt sees one
 // shape and picks one algorithm whatever M is. A short call is padded; pad rows' outputs dropped.
 Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
-                            float* y, int lane) {
+                            float* y, int lane, const Packed* p) {
   void* const s = st(lane);
   const int64_t K = W.k;
   const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
@@ -90,7 +142,9 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
   for (int64_t m0 = 0; m0 < M; m0 += call) {
     const int64_t m = std::min(call, M - m0);
     const uint16_t* xc = static_cast<const uint16_t*>(x) + m0 * K;  // used as is when bf16 and full
-    if (!x_bf16 || m != call) {
+    if (!x_bf16 && p && p->x16 && p->x16_rows >= m0 + call) {
+      xc = p->x16 + m0 * K;  // the packed bf16 rows (the pad rows' outputs are dropped below)
+    } else if (!x_bf16 || m != call) {
       DI_ASSIGN_OR_RETURN(uint16_t* xb, buf<uint16_t>(ls(kX16, lane), call * K));
       if (x_bf16) {
         DI_CUDA_TRY(dc::copy_device_to_device(xb, xc, static_cast<size_t>(m * K) * 2, s));

@@ -13,7 +13,10 @@ enum Slot : int {
   kSy, kLogitsWs, kExperts, kExScratch, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
   kX8, kXs8, kA32, kA8, kAs8, kRouteWs,
+  kPackQ8, kPackQs, kPack16, kQanQ8, kQanQs, kQan16,  // norm_pack's forms: xn, h and the head's rows; qan
+  kSlotCount,
 };
+static_assert(kSlotCount < 100, "Forward::ls gives lane l the slots 100 (l + 1) + slot");
 
 inline constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
 inline constexpr int64_t kMoeChunk = 1024;    // routed-expert chunk of the narrow kernels (their fp32 rows)
@@ -24,6 +27,11 @@ inline constexpr int64_t kMoeWideChunk = 8192;
 inline constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 inline constexpr int32_t kDecodeSplit = 256;  // decode attention's fixed split (default mode)
 inline constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
+// ... and up to this many rows (decode batches, small mixed steps) on the fastest of cuBLASLt's
+// candidate algorithms, timed when the shape is first seen (CudaTuning::lt_timed): at 256 rows its
+// first choice ran the 2-8 MB weights at 16-22 us each (the EP step, ncu, H100). Larger prefill
+// chunks, whose sizes vary, keep the heuristic's first.
+inline constexpr int64_t kLtTimedMaxRows = 512;
 // Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
 // 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
 inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
