@@ -31,14 +31,15 @@ p8k $F4 --batch 1 --prompt-len 8192 --gen-len 4
 before-p8k $F4 --batch 1 --prompt-len 8192 --gen-len 4
 ep256nopack $EP --no-act-pack
 b32 $F4 --batch 32 --prompt-len 4096 --gen-len 16
-before-b32 $F4 --batch 32 --prompt-len 4096 --gen-len 16"
+before-b32 $F4 --batch 32 --prompt-len 4096 --gen-len 16
+ep256rg $EP --route-gemm-rows 128"
 START=$SECONDS
 FINAL=${OUT:-/tmp/out}
 mkdir -p "$FINAL"
 CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
 if [ "${ATTN_BENCH:-1}" = 1 ]; then
-echo "== attention op bench: mma.sync vs wgmma at batch 256 / context 512 and batch 128 / 4k (box 25 s)"
-SKIP_LT=1 LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:${LD_LIBRARY_PATH:-}" timeout 25 \
+echo "== attention op bench: mma.sync vs wgmma at batch 256 / context 512 and batch 128 / 4k (box ${ATTN_S:-40} s)"
+SKIP_LT=1 LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:${LD_LIBRARY_PATH:-}" timeout "${ATTN_S:-40}" \
   .device-bin/bin/cuda_attn_lt_bench "$FINAL/attn-bench.json" "${GIT_REV:-unknown}" > "$FINAL/attn-bench.txt" 2>&1
 echo "rc=$?"; grep -E "decode_attention|ceiling|copy" "$FINAL/attn-bench.txt" | cut -c1-160
 fi
