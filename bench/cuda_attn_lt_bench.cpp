@@ -422,6 +422,16 @@ int main(int argc, char** argv) {
   const char* rev = argc > 2 ? argv[2] : "unknown";
   CK(cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking));
   measure_ceilings();
+  // ATTN_CASE=B:N_CMP:SPLIT: that one wgmma attention shape only (e.g. under Nsight Compute).
+  if (const char* c = std::getenv("ATTN_CASE")) {
+    int b = 0, n = 0, split = 0;
+    if (std::sscanf(c, "%d:%d:%d", &b, &n, &split) != 3 || b <= 0 || n < 0 || split <= 0 || split % 64) {
+      std::fprintf(stderr, "ATTN_CASE: want B:N_CMP:SPLIT (SPLIT a multiple of 64), got '%s'\n", c);
+      return 2;
+    }
+    bench_attention(b, n, {split}, true);
+    return 0;
+  }
   const std::vector<int> ms = {512, 1024, 2048, 4096, 8192};
   if (!std::getenv("SKIP_LT")) {  // SKIP_LT=1: attention and the decode sequence only
     bench_lt(4096, 8192, ms);

@@ -43,6 +43,10 @@ constexpr int kThreads = 256;
 constexpr int kChunk = kTile * 128;     // one 64-dim chunk of a 64-row tile: 8 KB
 constexpr int kTileBytes = 8 * kChunk;  // 64 KB (q, or one K/V stage)
 constexpr int kSmemBytes = 3 * kTileBytes + 1024;  // q, 2 stages, alignment slack
+// The finish's O rows in the same shared memory: 8 floats of padding a row, so the 16 lanes of a
+// half-warp's float2 stores (4 rows x 32 bytes) fall in distinct banks.
+constexpr int kORow = kD + 8;
+static_assert(kH * kORow * 4 + kH * 2 * 4 <= 3 * kTileBytes, "the finish's O rows exceed the kernel's shared memory");
 static_assert(kSmemBytes + 2 * kTile * 4 + kRope * 2 <= 232448, "exceeds the SM90 per-block shared memory");
 
 // Byte offset of row r's 16-byte unit j (dims 8j .. 8j + 7, j < 64) in a tile.
@@ -136,15 +140,16 @@ __global__ void __launch_bounds__(kThreads, 1)
           mx[rr] = fmaxf(mx[rr], x);
         }
       }
-    float alpha[2], sum[2] = {0.f, 0.f};
-    bool none[2];
+    float alpha[2], sum[2] = {0.f, 0.f}, m_use[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
       mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
       const float m_new = fmaxf(m[rr], mx[rr]);
-      none[rr] = m_new == -INFINITY;
-      alpha[rr] = none[rr] ? 1.f : expf(m[rr] - m_new);
+      // A row with no valid logit yet subtracts 0: its exps are exp(-inf) = 0 with no branch (o
+      // and l are still 0 there, so alpha 0 changes nothing); any other row subtracts its max.
+      m_use[rr] = m_new == -INFINITY ? 0.f : m_new;
+      alpha[rr] = expf(m[rr] - m_use[rr]);
       m[rr] = m_new;
     }
     // P as the A fragments of the 4 k16 steps: n8 tile j is step j / 2, registers 2 (j & 1) + rr.
@@ -153,8 +158,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
-        const float p0 = none[rr] ? 0.f : expf(s[4 * j + 2 * rr] - m[rr]);
-        const float p1 = none[rr] ? 0.f : expf(s[4 * j + 2 * rr + 1] - m[rr]);
+        const float p0 = expf(s[4 * j + 2 * rr] - m_use[rr]);
+        const float p1 = expf(s[4 * j + 2 * rr + 1] - m_use[rr]);
         sum[rr] = __fadd_rn(__fadd_rn(sum[rr], p0), p1);
         p[j >> 1][2 * (j & 1) + rr] = pack_bf16(p0, p1);
       }
@@ -182,31 +187,46 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // both warpgroups past this stage before it is refilled
   }
 
-  // Finish (one split) or write the partial (several splits).
+  // Finish (one split) or write the partial (several splits) through shared memory, free now (the
+  // last iteration's barrier): O as fp32 rows of kORow floats, then every thread takes whole
+  // 128-byte runs of a row. One compact loop instead of 64 unrolled stores per thread (the
+  // unrolled finish was most of the kernel's code: instruction-fetch stalls, ncu), and coalesced.
+  float* const so = reinterpret_cast<float*>(gbase);
+  float* const sw = so + kH * kORow;  // per head: the output weight w, then L (one split)
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int h = warp * 16 + g + 8 * rr;
-    if (rows.nsplit == 1) {
-      const Merge mg = merge_stats(&m[rr], &l[rr], 1, 0, a.sink[h]);
-      const float w = expf(m[rr] - mg.M);
-      bf16* orow = reinterpret_cast<bf16*>(a.out) + (size_t(b) * kH + h) * kD;
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int d = 256 * wg + 8 * j + 2 * tq;
-        finish_pair(__fadd_rn(0.f, __fmul_rn(w, o[4 * j + 2 * rr])), __fadd_rn(0.f, __fmul_rn(w, o[4 * j + 2 * rr + 1])),
-                    mg.L, d, pos_b, sFreq, orow + d);
-      }
-    } else {
-      float* orow = ws_o + ((size_t(b) * max_splits + split) * kH + h) * kD;
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int d = 256 * wg + 8 * j + 2 * tq;
-        *reinterpret_cast<float2*>(orow + d) = make_float2(o[4 * j + 2 * rr], o[4 * j + 2 * rr + 1]);
-      }
-      if (wg == 0 && tq == 0) {
+    for (int j = 0; j < 32; ++j)
+      *reinterpret_cast<float2*>(so + h * kORow + 256 * wg + 8 * j + 2 * tq) =
+          make_float2(o[4 * j + 2 * rr], o[4 * j + 2 * rr + 1]);
+    if (wg == 0 && tq == 0) {
+      if (rows.nsplit == 1) {
+        const Merge mg = merge_stats(&m[rr], &l[rr], 1, 0, a.sink[h]);
+        sw[2 * h] = expf(m[rr] - mg.M), sw[2 * h + 1] = mg.L;
+      } else {
         float* ml = ws_ml + ((size_t(b) * max_splits + split) * kH + h) * 2;
         ml[0] = m[rr], ml[1] = l[rr];
       }
+    }
+  }
+  __syncthreads();
+  if (rows.nsplit == 1) {
+    bf16* const out = reinterpret_cast<bf16*>(a.out) + size_t(b) * kH * kD;
+#pragma unroll 2
+    for (int i = tid; i < kH * kD / 2; i += kThreads) {  // pair i: head i / 256, dims 2 (i % 256) + {0, 1}
+      const int h = i >> 8, d = 2 * (i & 255);
+      const float2 v = *reinterpret_cast<const float2*>(so + h * kORow + d);
+      const float w = sw[2 * h];
+      finish_pair(__fadd_rn(0.f, __fmul_rn(w, v.x)), __fadd_rn(0.f, __fmul_rn(w, v.y)), sw[2 * h + 1], d, pos_b, sFreq,
+                  out + h * kD + d);
+    }
+  } else {
+    float* const out = ws_o + (size_t(b) * max_splits + split) * kH * kD;
+#pragma unroll 4
+    for (int i = tid; i < kH * kD / 4; i += kThreads) {
+      const int h = i >> 7, d = 4 * (i & 127);
+      *reinterpret_cast<float4*>(out + h * kD + d) = *reinterpret_cast<const float4*>(so + h * kORow + d);
     }
   }
 }
