@@ -20,7 +20,8 @@
 //   3. O[:, 256 w ..] += P V for warpgroup w (m64n256k16 x 4, A = P from registers, B = the same
 //      K tile read MN-major: dims contiguous, 8-row atoms 1024 B apart, 64-dim chunks 8 KB apart).
 // Two block barriers per tile (the tile in; every warpgroup past its reads before the stage is
-// refilled). The output (128 fp32 per thread) never leaves registers until the finish.
+// refilled). The output (128 fp32 per thread) stays in registers until the finish, which goes
+// through shared memory (compact code, coalesced stores).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -115,11 +116,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     float s[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) s[i] = 0.f;
+    const uint64_t dq = detail::wgmma_desc_sw128(base), dk = detail::wgmma_desc_sw128(kt);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t off = (ks >> 2) * kChunk + (ks & 3) * 32;
-      detail::wgmma_bf16_ss_64(s, detail::wgmma_desc_sw128(base + off), detail::wgmma_desc_sw128(kt + off), 1);
+      detail::wgmma_bf16_ss_64(s, detail::wgmma_desc_advance(dq, off), detail::wgmma_desc_advance(dk, off), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -172,10 +174,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int j = 0; j < 32; ++j) o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0], o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
     // 3. O[:, 256 wg ..] += P V: rows 16q .. 16q + 15 of the tile are 2 atoms (2048 B) on.
+    const uint64_t dv = detail::wgmma_desc_sw128_mn(kt + 4 * wg * kChunk, kChunk);
     wgmma_fence();
 #pragma unroll
-    for (int q = 0; q < kTile / 16; ++q)
-      detail::wgmma_bf16_rs_tn_256(o, p[q], detail::wgmma_desc_sw128_mn(kt + 4 * wg * kChunk + q * 2048, kChunk), 1);
+    for (int q = 0; q < kTile / 16; ++q) detail::wgmma_bf16_rs_tn_256(o, p[q], detail::wgmma_desc_advance(dv, q * 2048), 1);
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
