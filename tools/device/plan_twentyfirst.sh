@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The twenty-first slice's first device call (written 2026-12-05 with the device budget spent):
+#   1. the pending host-table patch (tools/device/pending/twentyfirst-host-tables.patch, applied
+#      and built first: DecodeInputs::plan walks each sequence's layers together) under the tests
+#      that replay decode graphs over those tables (V4 model, synthetic, engine);
+#   2. the EP batch-256 step with it and without it (before-*): the "host preparation" line was
+#      1.5-2.1 ms of a 33.5 ms step on the H100, serial with the device in the bench's loop;
+#   3. the wgmma attention's fixed cost per block against its cost per tile: one block per SM
+#      (batch 132) over 2, 4, 8 and 16 tiles (window 128 + 0 / 128 / 384 / 896 compressed rows,
+#      one split): at the EP shape a block has 4 tiles and the block's prologue and finish may be
+#      a third of its time (125 us for 256 blocks in two waves before the twentieth slice);
+#   4. with the time left, every kernel of one EP batch-256 decode step serialised and timed by
+#      Nsight Compute (the eighteenth slice's table, for this build).
+# Run from the repository root on the GPU machine after `tar xJf .device-bin.tar.xz`
+# (tools/device/pack_bins.sh: deepinfer with the patch, deepinfer-before without, the three test
+# binaries and cuda_attn_lt_bench):
+#   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst.sh")
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+START=$SECONDS
+FINAL=${OUT:-/tmp/out}
+mkdir -p "$FINAL"
+OUT=/tmp/plan-out
+rm -rf "$OUT" && mkdir -p "$OUT"
+CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
+export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:${LD_LIBRARY_PATH:-}"
+BIN=.device-bin/bin
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+source tools/device/loops.sh
+
+echo "== tests (box ${TESTS_S:-120} s)"
+# shellcheck disable=SC2086
+run_tests "$BIN" "${TESTS_S:-120}" ${TESTS:-cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test}
+
+echo "== deepinfer bench (box ${BENCH_S:-80} s)"
+EP="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
+before-ep256 $EP}"
+run_benches "$BIN/deepinfer" "${BENCH_S:-80}"
+
+echo "== wgmma attention, one block per SM over 2-16 tiles (box ${ATTN_S:-60} s)"
+ATTN_END=$((SECONDS + ${ATTN_S:-60}))
+for n in 0 128 384 896; do
+  left=$((ATTN_END - SECONDS))
+  [ "$left" -gt 5 ] || break
+  ATTN_CASE=132:$n:1024 timeout "$left" "$BIN/cuda_attn_lt_bench" "$OUT/attn-tiles-$n.json" "${GIT_REV:-unknown}" \
+    2>&1 | grep -E "decode_attention" | cut -c1-150
+done
+
+left=$((${TOTAL_S:-450} - (SECONDS - START)))
+if [ "$left" -gt 60 ]; then
+  echo "== ncu: one EP batch-256 decode step kernel by kernel (box $left s)"
+  OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -45
+fi
+cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
+tar czf "$FINAL/logs.tgz" -C "$OUT" .
+echo "tests rc=${TEST_RC:-?}"
