@@ -1,4 +1,19 @@
-# Sourced by tools/device/run_*.sh.
+# Sourced by tools/device/run_*.sh and plan_*.sh.
+# plan_env: a plan's common start, in the repository root: FINAL = the call's $OUT (what comes
+# back), OUT = a fresh scratch folder (the plan packs it into $FINAL/logs.tgz), the carried
+# libraries first on LD_LIBRARY_PATH, BIN = the carried binaries; prints the GPU and its clocks.
+plan_env() {
+  FINAL=${OUT:-/tmp/out}
+  mkdir -p "$FINAL"
+  OUT=/tmp/plan-out
+  rm -rf "$OUT" && mkdir -p "$OUT"
+  local cuda_lib
+  cuda_lib=$(dirname "$(dirname "$(command -v nvcc)")")
+  export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$cuda_lib/lib64:${LD_LIBRARY_PATH:-}"
+  BIN=.device-bin/bin
+  nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+}
+
 # run_tests DIR BOX_S TEST... runs each test binary DIR/TEST (output in $OUT/test-TEST.txt) within
 # BOX_S seconds in all, prints a line per test with its OK / FAILED / SKIPPED counts and the
 # failure lines, and sets TEST_RC to 1 if any failed or was missing.

@@ -14,17 +14,10 @@
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentieth.sh")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-FINAL=${OUT:-/tmp/out}
-mkdir -p "$FINAL"
-OUT=/tmp/plan-out
-rm -rf "$OUT" && mkdir -p "$OUT"
-CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
-export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:${LD_LIBRARY_PATH:-}"
-BIN=.device-bin/bin
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
+source tools/device/loops.sh
+plan_env
 
 echo "== tests (box ${TESTS_S:-150} s)"
-source tools/device/loops.sh
 # shellcheck disable=SC2086
 run_tests "$BIN" "${TESTS_S:-150}" ${TESTS:-cuda_attn_lt_test cuda_v4_synthetic_test cuda_v4_model_test cuda_v4_engine_test}
 

@@ -18,15 +18,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 START=$SECONDS
-FINAL=${OUT:-/tmp/out}
-mkdir -p "$FINAL"
-OUT=/tmp/plan-out
-rm -rf "$OUT" && mkdir -p "$OUT"
-CUDA_LIB=$(dirname "$(dirname "$(command -v nvcc)")")
-export LD_LIBRARY_PATH="$PWD/.device-bin/lib:$CUDA_LIB/lib64:${LD_LIBRARY_PATH:-}"
-BIN=.device-bin/bin
-nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 source tools/device/loops.sh
+plan_env
 
 echo "== tests (box ${TESTS_S:-120} s)"
 # shellcheck disable=SC2086
