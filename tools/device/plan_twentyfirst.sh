@@ -6,6 +6,7 @@
 #   2. the EP batch-256 step with it and without it (before-*): the "host preparation" line was
 #      1.5-2.1 ms of a 33.5 ms step on the H100, serial with the device in the bench's loop; and
 #      the serving engine's overlapped loop on the same batch (--engine), which should hide it;
+#      and the 8k prefill by part (--profile: where its 23.5% of the FP8 rate goes now);
 #   3. the wgmma attention's fixed cost per block against its cost per tile: one block per SM
 #      (batch 132) over 2, 4, 8 and 16 tiles (window 128 + 0 / 128 / 384 / 896 compressed rows,
 #      one split): at the EP shape a block has 4 tiles and the block's prologue and finish may be
@@ -31,7 +32,8 @@ EPB="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512"
 EP="$EPB --gen-len 4"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
 before-ep256 $EP
-ep256eng $EPB --gen-len 8 --engine}"
+ep256eng $EPB --gen-len 8 --engine
+p8kprof --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 2 --profile}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-120}"
 
 echo "== wgmma attention, one block per SM over 2-16 tiles (box ${ATTN_S:-60} s)"
