@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The twenty-first slice's first device call (written 2026-12-05 with the device budget spent):
-#   1. the pending host-table patch (tools/device/pending/twentyfirst-host-tables.patch, applied
-#      and built first: DecodeInputs::plan walks each sequence's layers together) under the tests
-#      that replay decode graphs over those tables (V4 model, synthetic, engine);
+#   1. the two pending patches (tools/device/pending/twentyfirst-host-tables.patch, then
+#      twentyfirst-hca-prefix.patch, applied and built first: DecodeInputs::plan walks each
+#      sequence's layers together; HCA attention reads its rows with no index array) under the tests
+#      that cover them (attention parity incl. PrefixIndexEqualsExplicitIndex, V4 model, synthetic,
+#      engine);
 #   2. the EP batch-256 step with it and without it (before-*): the "host preparation" line was
 #      1.5-2.1 ms of a 33.5 ms step on the H100, serial with the device in the bench's loop; and
 #      the serving engine's overlapped loop on the same batch (--engine), which should hide it;
-#      and the 8k prefill by part (--profile: where its 23.5% of the FP8 rate goes now);
+#      and the 8k prefill with and without (its HCA index was 2 MB filled and uploaded per chunk) and
+#      by part (--profile: where its 23.5% of the FP8 rate goes now);
 #   3. the wgmma attention's fixed cost per block against its cost per tile: one block per SM
 #      (batch 132) over 2, 4, 8 and 16 tiles (window 128 + 0 / 128 / 384 / 896 compressed rows,
 #      one split): at the EP shape a block has 4 tiles and the block's prologue and finish may be
@@ -14,8 +17,8 @@
 #   4. with the time left, every kernel of one EP batch-256 decode step serialised and timed by
 #      Nsight Compute (the eighteenth slice's table, for this build).
 # Run from the repository root on the GPU machine after `tar xJf .device-bin.tar.xz`
-# (tools/device/pack_bins.sh: deepinfer with the patch, deepinfer-before without, the three test
-# binaries and cuda_attn_lt_bench):
+# (tools/device/pack_bins.sh: deepinfer with the patches, deepinfer-before without, the four test
+# binaries and cuda_attn_lt_bench), with timeout_s 590:
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst.sh")
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,18 +26,20 @@ START=$SECONDS
 source tools/device/loops.sh
 plan_env
 
-echo "== tests (box ${TESTS_S:-120} s)"
+echo "== tests (box ${TESTS_S:-150} s)"
 # shellcheck disable=SC2086
-run_tests "$BIN" "${TESTS_S:-120}" ${TESTS:-cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test}
+run_tests "$BIN" "${TESTS_S:-150}" ${TESTS:-cuda_attn_lt_test cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test}
 
-echo "== deepinfer bench (box ${BENCH_S:-120} s)"
+echo "== deepinfer bench (box ${BENCH_S:-160} s)"
 EPB="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512"
 EP="$EPB --gen-len 4"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
 before-ep256 $EP
 ep256eng $EPB --gen-len 8 --engine
+p8k --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 4
+before-p8k --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 4
 p8kprof --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 2 --profile}"
-run_benches "$BIN/deepinfer" "${BENCH_S:-120}"
+run_benches "$BIN/deepinfer" "${BENCH_S:-160}"
 
 echo "== wgmma attention, one block per SM over 2-16 tiles (box ${ATTN_S:-60} s)"
 ATTN_END=$((SECONDS + ${ATTN_S:-60}))
@@ -45,7 +50,7 @@ for n in 0 128 384 896; do
     2>&1 | grep -E "decode_attention" | cut -c1-150
 done
 
-left=$((${TOTAL_S:-450} - (SECONDS - START)))
+left=$((${TOTAL_S:-560} - (SECONDS - START)))
 if [ "$left" -gt 60 ]; then
   echo "== ncu: one EP batch-256 decode step kernel by kernel (box $left s)"
   OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -45
