@@ -332,6 +332,26 @@ int64_t first_mismatch(const std::vector<uint16_t>& x, const std::vector<uint16_
   return -1;
 }
 
+// The prefix form (index_is_prefix, no index array: HCA's every visible entry) equals the explicit
+// index 0, 1, .., n_index - 1 bit for bit, on both kernels and over one split and several.
+TEST(CudaAttention, PrefixIndexEqualsExplicitIndex) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(31);
+  const auto freq = inv_freq_table();
+  AttnBatch a = make_batch({{128, 300}, {5, 0}, {128, 1}, {77, 64}, {128, 257}}, 512, rng, 2.f);
+  for (int b = 0; b < a.B; ++b)
+    for (int j = 0; j < a.stride; ++j) a.idx[size_t(b) * a.stride + j] = j < a.ni[b] ? j : -1;
+  AttnDev d(a, freq);
+  for (int split : {128, 1024})
+    for (const bool wg : {false, true}) {
+      const auto explicit_rows = run_attention(a, d, split, nullptr, nullptr, wg);
+      dc::DecodeAttnArgs args = attn_args(a, d, split, nullptr, nullptr, wg);
+      args.index = nullptr, args.index_is_prefix = true, args.index_stride = 0;
+      const auto prefix_rows = run_args(a, d, args);
+      EXPECT_EQ(-1, first_mismatch(explicit_rows, prefix_rows)) << "split " << split << " wgmma " << wg;
+    }
+}
+
 // Query b's window = rows row0[b] .. row0[b] + nw[b] - 1 of a chunk of R contiguous rows: the
 // output equals the ring mode on the same rows (the ring holding them at slots position % 128)
 // bit for bit, and the float64 reference. Positions past the window (the ring has wrapped) and

@@ -163,25 +163,6 @@ v4gpu::V4GpuModel* V4GpuModelTest::bi_ = nullptr;
 v4gpu::V4GpuModel* V4GpuModelTest::eager_ = nullptr;
 
 // Prefill 300 tokens (logits at every position), then 24 decode steps fed the CPU's argmax.
-// The HCA index rows (host only, no device): row r is 0 .. count(r) - 1 then -1, as the element
-// formula j < count(r) ? j : -1 gives; counts past the stride are cut, negative ones are none.
-TEST(HostPack, PrefixRowsEqualTheElementFormula) {
-  for (const int64_t stride : {0, 1, 7, 64, 256})
-    for (const int64_t p0 : {0, 127, 4000}) {
-      const int64_t rows = 300;
-      v4gpu::HostPack pack;
-      pack.fill<int32_t>(3, [](int64_t) { return 5; });  // an earlier array: the offset is 16-byte aligned after it
-      auto count = [&](int64_t r) { return (p0 + r + 1) / 128 - (r == 7 ? 1000 : 0); };
-      const size_t off = pack.fill_prefix_rows(rows, stride, count);
-      ASSERT_EQ(off % 16, 0u);
-      ASSERT_EQ(pack.size(), off + size_t(rows * stride) * 4);
-      const int32_t* got = reinterpret_cast<const int32_t*>(pack.data() + off);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t j = 0; j < stride; ++j)
-          ASSERT_EQ(got[r * stride + j], j < count(r) ? j : -1) << "stride " << stride << " p0 " << p0 << " row " << r;
-    }
-}
-
 TEST_F(V4GpuModelTest, PrefillAndDecodeMatchCpu) {
   const auto prompt = tokens(300, 7, V());
   v4::SequenceState cs = cpu_->new_sequence();

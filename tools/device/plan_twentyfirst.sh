@@ -14,7 +14,9 @@
 #      (batch 132) over 2, 4, 8 and 16 tiles (window 128 + 0 / 128 / 384 / 896 compressed rows,
 #      one split): at the EP shape a block has 4 tiles and the block's prologue and finish may be
 #      a third of its time (125 us for 256 blocks in two waves before the twentieth slice);
-#   4. with the time left, every kernel of one EP batch-256 decode step serialised and timed by
+#   4. Nsight Compute's sections for the FP8 expert kernels at the EP shape (cuda_ops_bench moe:32:48:
+#      w1/w3 + SwiGLU at 155.8 us and w2 at 77.4 us a layer, 1.6x their bytes: what holds them);
+#   5. with the time left, every kernel of one EP batch-256 decode step serialised and timed by
 #      Nsight Compute (the eighteenth slice's table, for this build).
 # Run from the repository root on the GPU machine after `tar xJf .device-bin.tar.xz`
 # (tools/device/pack_bins.sh: deepinfer with the patches, deepinfer-before without, the four test
@@ -50,10 +52,12 @@ for n in 0 128 384 896; do
     2>&1 | grep -E "decode_attention" | cut -c1-150
 done
 
-left=$((${TOTAL_S:-560} - (SECONDS - START)))
+left=$((${TOTAL_S:-560} - (SECONDS - START) - ${KERNEL_S:-60}))
 if [ "$left" -gt 60 ]; then
-  echo "== ncu: one EP batch-256 decode step kernel by kernel (box $left s)"
-  OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -45
+  echo "== ncu: the FP8 expert kernels at the EP shape (32 experts x 48 rows; box ${KERNEL_S:-60} s), then one EP"
+  echo "   batch-256 decode step kernel by kernel (box $left s)"
+  OUT="$OUT" KERNEL_ARGS="mxfp4_fp8_kernel moe:32:48" KERNEL_S=${KERNEL_S:-60} TIME_S=$left TIME_RANGE=1 \
+    TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -120
 fi
 cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
 tar czf "$FINAL/logs.tgz" -C "$OUT" .

@@ -55,14 +55,14 @@ struct SplitRows {
       w_first = (a.pos[b] - nw + 1) & (kRing - 1), w_mask = kRing - 1;  // two's complement: a true mod
     }
     entries = reinterpret_cast<const bf16*>(a.entry_ptrs ? a.entry_ptrs[b] : a.entries);
-    idx = a.index + size_t(b) * a.index_stride;
+    idx = a.index_is_prefix ? nullptr : a.index + size_t(b) * a.index_stride;
   }
   // Row r of tile t (null: past the split's rows, or a skipped index -1).
   __device__ __forceinline__ const bf16* src(int t, int r) const {
     const int g = r0 + t * kTile + r;
     if (t >= ntiles || g >= r1) return nullptr;
     if (g < nw) return ring + size_t((g + w_first) & w_mask) * kD;
-    const int e = idx[g - nw];
+    const int e = idx ? idx[g - nw] : g - nw;  // no idx: the prefix form, entry i is row i
     return e >= 0 ? entries + size_t(e) * kD : nullptr;
   }
 };

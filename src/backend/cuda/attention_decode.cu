@@ -362,8 +362,8 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   if (a.window_row0 && a.window_ptrs)
     return fail("decode_attention: window_ptrs is for the ring mode only (no window_row0)");
   if (a.split_rows <= 0 || a.split_rows % kTile) return fail("decode_attention: split_rows must be a multiple of 64");
-  if (a.max_rows > kRing && (!a.index || (!a.entries && !a.entry_ptrs)))
-    return fail("decode_attention: compressed rows need index and entries (or entry_ptrs)");
+  if (a.max_rows > kRing && ((!a.index && !a.index_is_prefix) || (!a.entries && !a.entry_ptrs)))
+    return fail("decode_attention: compressed rows need index (or index_is_prefix) and entries (or entry_ptrs)");
   const int max_splits = host_max_splits(a);
   if (max_splits > 65535) return fail("decode_attention: too many splits");
   float* ws_o = static_cast<float*>(workspace);
@@ -372,7 +372,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   if (a.heads_per_block != 0 && a.heads_per_block != 16 && a.heads_per_block != kH)
     return fail("decode_attention: heads_per_block must be 0 (chosen from the launch size), 16 or 64");
   DecodeAttnArgs args = a;
-  if (!args.index) args.index = args.n_index;  // never dereferenced when no compressed rows
+  if (!args.index && !args.index_is_prefix) args.index = args.n_index;  // never dereferenced: no compressed rows
   if (!args.entries) args.entries = args.window;  // read only through an index >= 0 (or entry_ptrs)
   const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
   if (a.wgmma && hb == kH) {

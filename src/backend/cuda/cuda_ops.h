@@ -165,6 +165,9 @@ struct DecodeAttnArgs {
   const uint16_t* entries = nullptr;  // [E, 512] bf16 compressed rows
   const int32_t* index = nullptr;     // [batch, index_stride] (device)
   const int32_t* n_index = nullptr;   // [batch] (device), <= index_stride
+  /// When set, compressed row i of query b is entry i (i < n_index[b]): HCA's every visible entry
+  /// in order, with no index array (`index` is not read and may be null).
+  bool index_is_prefix = false;
   int64_t index_stride = 0;
   const float* sink = nullptr;        // [64]
   const int32_t* pos = nullptr;       // [batch]

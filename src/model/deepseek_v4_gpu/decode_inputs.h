@@ -44,20 +44,6 @@ class HostPack {
     for (size_t i = 0; i < count; ++i) p[i] = value(static_cast<int64_t>(i));
     return off;
   }
-  /// rows x stride int32: row r is 0, 1, .., count(r) - 1 (at most stride), then -1 (HCA's index
-  /// rows: every visible entry). Row by row, with no division per element (524k of them for an
-  /// 8k-token prefill, whose host preparation took 5.6 ms in the H100 profile; not re-measured).
-  template <class F>
-  size_t fill_prefix_rows(int64_t rows, int64_t stride, F count) {
-    const size_t off = add<int32_t>(static_cast<size_t>(rows * stride));
-    for (int64_t r = 0; r < rows; ++r) {
-      int32_t* row = at<int32_t>(off) + r * stride;
-      const int64_t visible = std::clamp<int64_t>(count(r), 0, stride);
-      for (int64_t j = 0; j < visible; ++j) row[j] = static_cast<int32_t>(j);
-      std::fill(row + visible, row + stride, int32_t{-1});
-    }
-    return off;
-  }
   size_t size() const { return bytes_.size(); }
   const uint8_t* data() const { return bytes_.data(); }
 
@@ -78,8 +64,8 @@ struct DecodeLayerPtrs {
 struct DecodeBatch {
   int64_t n = 0;           // Nd
   int64_t ctx = 0;         // context bucket: a power of two >= every position + 1 (>= 512)
-  int64_t hca_stride = 1;  // ctx / 128: HCA index row length
-  int32_t *nwin = nullptr, *nvis = nullptr, *hca_n = nullptr, *hca_idx = nullptr, *swa_idx = nullptr;
+  int64_t hca_stride = 1;  // ctx / 128: the most visible HCA entries (sizes the attention grid)
+  int32_t *nwin = nullptr, *nvis = nullptr, *hca_n = nullptr, *swa_idx = nullptr;
   int32_t *zeros = nullptr, *ones = nullptr, *iota = nullptr;
   int64_t* zero64 = nullptr;
   std::vector<DecodeLayerPtrs> layers;
@@ -103,7 +89,7 @@ class DecodeInputs {
     bool has_kv = false, has_index = false;
   };
   int64_t n_ = 0, ctx_ = 0, hca_stride_ = 1;
-  size_t nwin_ = 0, nvis_ = 0, hca_n_ = 0, hca_idx_ = 0, swa_idx_ = 0, zeros_ = 0, ones_ = 0, iota_ = 0, zero64_ = 0;
+  size_t nwin_ = 0, nvis_ = 0, hca_n_ = 0, swa_idx_ = 0, zeros_ = 0, ones_ = 0, iota_ = 0, zero64_ = 0;
   std::vector<LayerOff> layers_;
 };
 

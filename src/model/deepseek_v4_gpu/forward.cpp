@@ -26,7 +26,7 @@ using namespace fwd;
 struct Forward::SeqIdx {
   int64_t o = 0, n = 0, p0 = 0;
   int64_t hca_stride = 1;
-  int32_t *nwin, *nvis, *hca_n, *hca_idx, *swa_idx, *zeros, *one_count, *one_pos0, *zero32;
+  int32_t *nwin, *nvis, *hca_n, *swa_idx, *zeros, *one_count, *one_pos0, *zero32;
   int64_t *row0, *zero64;
 };
 
@@ -146,9 +146,9 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     x.q = a.qidx + o * Hi * Di, x.w = widx, x.keys = S.index.entries.as<uint16_t>();
     x.key_base = si.zero64, x.n_visible = si.nvis, x.out_base = si.zero64, x.index = index, x.n_index = n_index;
     x.max_visible = static_cast<int32_t>(std::max<int64_t>((si.p0 + n) / L.ratio, 1));
-    DI_TRY(attend(L, &x, {si.hca_idx, si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
+    DI_TRY(attend(L, &x, {si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
   } else {
-    DI_TRY(attend(L, nullptr, {si.hca_idx, si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
+    DI_TRY(attend(L, nullptr, {si.hca_n, si.swa_idx, si.zeros, si.hca_stride}, 0, t));
   }
   // The ring keeps the last W rows (after every query of the chunk has read the old ones).
   const int64_t keep = std::min(n, W);
@@ -201,7 +201,7 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.batch = static_cast<int32_t>(Bd);
   t.entry_ptrs = P.kv_entries;
   t.heads_per_block = tuning_.attn_heads_per_block;
-  const AttnIndex ai{dec.hca_idx, dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
+  const AttnIndex ai{dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
   const int32_t split = c_.numerics.batch_invariant ? 0 : kDecodeSplit;
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, K = c_.index_topk;
@@ -231,7 +231,7 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
     DI_CUDA_TRY(dc::indexer_select(*x, iws, stream_));
     t.index = x->index, t.n_index = x->n_index, t.index_stride = K, t.max_rows = static_cast<int32_t>(W + K);
   } else if (L.has_compressor) {
-    t.index = ai.hca_idx, t.n_index = ai.hca_n, t.index_stride = ai.hca_stride;
+    t.index = nullptr, t.index_is_prefix = true, t.n_index = ai.hca_n;
     t.max_rows = static_cast<int32_t>(W + ai.hca_stride);
   } else {
     t.index = ai.swa_idx, t.n_index = ai.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
@@ -690,7 +690,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
       }
   }
   struct Off {
-    size_t nwin, nvis, hca_n, hca_idx, swa_idx, zeros, count, pos0, zero32, row0, zero64;
+    size_t nwin, nvis, hca_n, swa_idx, zeros, count, pos0, zero32, row0, zero64;
   };
   std::vector<Off> offs(runs.size());
   std::vector<SeqIdx> idx(runs.size());
@@ -705,7 +705,6 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
     f.nwin = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>(nwin(i)); });
     f.nvis = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 4); });
     f.hca_n = pack.fill<int32_t>(n, [&](int64_t i) { return static_cast<int32_t>((si.p0 + i + 1) / 128); });
-    f.hca_idx = pack.fill_prefix_rows(si.n, si.hca_stride, [&](int64_t t) { return (si.p0 + t + 1) / 128; });
     f.swa_idx = pack.fill<int32_t>(n, [](int64_t) { return -1; });
     f.zeros = pack.fill<int32_t>(n, [](int64_t) { return 0; });
     f.count = pack.fill<int32_t>(1, [&](int64_t) { return static_cast<int32_t>(si.n); });
@@ -753,7 +752,7 @@ Status Forward::launch(std::span<const SeqRun> batch, Launched& L, int slot,
     SeqIdx& si = idx[s];
     auto i32 = [&](size_t off) { return reinterpret_cast<int32_t*>(dev + off); };
     auto i64 = [&](size_t off) { return reinterpret_cast<int64_t*>(dev + off); };
-    si.nwin = i32(f.nwin), si.nvis = i32(f.nvis), si.hca_n = i32(f.hca_n), si.hca_idx = i32(f.hca_idx);
+    si.nwin = i32(f.nwin), si.nvis = i32(f.nvis), si.hca_n = i32(f.hca_n);
     si.swa_idx = i32(f.swa_idx), si.zeros = i32(f.zeros), si.one_count = i32(f.count), si.one_pos0 = i32(f.pos0);
     si.zero32 = i32(f.zero32), si.row0 = i64(f.row0), si.zero64 = i64(f.zero64);
   }

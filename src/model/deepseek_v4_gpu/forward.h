@@ -137,9 +137,9 @@ class Forward {
   Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
   Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
-  struct AttnIndex {  // the fixed index arrays of HCA (every visible entry) and sliding layers
-    const int32_t *hca_idx, *hca_n, *swa_idx, *zeros;
-    int64_t hca_stride;
+  struct AttnIndex {  // HCA's visible-entry counts (its rows: every visible entry) and sliding layers' index
+    const int32_t *hca_n, *swa_idx, *zeros;
+    int64_t hca_stride;  // the most visible HCA entries of any query (sizes the grid)
   };
   Status attend(const GpuLayer& L, cuda::IndexerArgs* x, const AttnIndex& ai, int32_t split, cuda::DecodeAttnArgs& t);
   /// Routed rows (tokens x top-k) of a forward from which the wide expert kernels run (int64 max: never).
