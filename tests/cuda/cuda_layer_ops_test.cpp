@@ -151,7 +151,8 @@ TEST(CudaLayerOps, HcPreAndPostMatchCpu) {
 }
 
 // hc_pre / hc_post of a row alone (T = 1: decode kernels) == the same row inside T = 7, 40, 300,
-// 4100 (the prefill partial, the fused and the split finish), bit for bit.
+// 4100 (the mid-T partial at 40 and 300, the prefill one at 4100, the fused and the split finish),
+// bit for bit.
 TEST(CudaLayerOps, HcRowInvariance) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(15);
@@ -287,43 +288,46 @@ TEST(CudaLayerOps, RouteGemmWorkspaceIsBounded) {
 }
 
 // Router logits / experts / weights of a row alone (T = 1: the decode tile) == the same row
-// inside T = 7, 64, 128, 300, 4100 (the 8x16, 8x32 and 16x32 tiles), bit for bit.
+// inside T = 7, 64, 128, 300, 4100 (the 8x8, 8x16 and 16x32 tiles), bit for bit; also with the
+// EP slice's 32 experts (8x8 tiles from 8 to 300 rows: wider ones would leave SMs idle there).
 TEST(CudaLayerOps, RouteRowInvariance) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(16);
-  const int64_t E = 256, d = 4096, Tmax = 4100;
+  const int64_t Emax = 256, d = 4096, Tmax = 4100;
   const int K = 6;
-  const auto gf = randn(E * d, rng, 0.02f);
+  const auto gf = randn(Emax * d, rng, 0.02f);
   std::vector<uint16_t> gb(gf.size());
   for (size_t i = 0; i < gf.size(); ++i) gb[i] = to_bf16(gf[i]);
-  const auto bias = randn(E, rng, 0.1f);
+  const auto bias = randn(Emax, rng, 0.1f);
   const auto h = randn(Tmax * d, rng);
-  Dev dg(gb.data(), gb.size() * 2), dbias(bias.data(), E * 4), dh(h.data(), h.size() * 4);
+  Dev dg(gb.data(), gb.size() * 2), dbias(bias.data(), Emax * 4), dh(h.data(), h.size() * 4);
   struct Out {
     std::vector<float> logits, weights;
     std::vector<int32_t> experts;
   };
-  auto run = [&](int64_t row0, int64_t T) {
-    Dev dl(T * E * 4), dex(T * K * 4), dw(T * K * 4);
-    EXPECT_TRUE(dc::moe_route(dh.as<float>() + row0 * d, T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
-                              dl.as<float>(), dex.as<int32_t>(), dw.as<float>()))
-        << dc::last_error();
-    EXPECT_TRUE(dc::synchronize()) << dc::last_error();
-    return Out{download<float>(dl, T * E), download<float>(dw, T * K), download<int32_t>(dex, T * K)};
-  };
-  for (int64_t T : {int64_t(7), int64_t(64), int64_t(128), int64_t(300), Tmax}) {
-    const Out big = run(0, T);
-    for (int64_t t : {int64_t(0), T / 2, T - 1}) {
-      const Out one = run(t, 1);
-      const int64_t ml = first_bit_mismatch(one.logits, slice(big.logits, t, E));
-      const int64_t me = first_bit_mismatch(one.experts, slice(big.experts, t, K));
-      const int64_t mw = first_bit_mismatch(one.weights, slice(big.weights, t, K));
-      EXPECT_TRUE(ml < 0 && me < 0 && mw < 0)
-          << "row " << t << " of T=" << T << " vs alone: first mismatch logits " << ml << " experts " << me
-          << " weights " << mw
-          << (ml >= 0 ? " (logit " + std::to_string(one.logits[ml]) + " vs " + std::to_string(big.logits[t * E + ml]) +
-                            ")"
-                      : std::string());
+  for (const int64_t E : {int64_t(256), int64_t(32)}) {  // the first E rows of the gate
+    auto run = [&](int64_t row0, int64_t T) {
+      Dev dl(T * E * 4), dex(T * K * 4), dw(T * K * 4);
+      EXPECT_TRUE(dc::moe_route(dh.as<float>() + row0 * d, T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                dl.as<float>(), dex.as<int32_t>(), dw.as<float>()))
+          << dc::last_error();
+      EXPECT_TRUE(dc::synchronize()) << dc::last_error();
+      return Out{download<float>(dl, T * E), download<float>(dw, T * K), download<int32_t>(dex, T * K)};
+    };
+    for (int64_t T : {int64_t(7), int64_t(64), int64_t(128), int64_t(300), Tmax}) {
+      const Out big = run(0, T);
+      for (int64_t t : {int64_t(0), T / 2, T - 1}) {
+        const Out one = run(t, 1);
+        const int64_t ml = first_bit_mismatch(one.logits, slice(big.logits, t, E));
+        const int64_t me = first_bit_mismatch(one.experts, slice(big.experts, t, K));
+        const int64_t mw = first_bit_mismatch(one.weights, slice(big.weights, t, K));
+        EXPECT_TRUE(ml < 0 && me < 0 && mw < 0)
+            << "row " << t << " of T=" << T << " vs alone: first mismatch logits " << ml << " experts " << me
+            << " weights " << mw << " (E=" << E << ")"
+            << (ml >= 0 ? " (logit " + std::to_string(one.logits[ml]) + " vs " + std::to_string(big.logits[t * E + ml]) +
+                              ")"
+                        : std::string());
+      }
     }
   }
 }
@@ -704,6 +708,47 @@ TEST(CudaLayerOps, WideExpertsMatchNarrowAtV4Shapes) {
 //     a rounding boundary).
 // 64-row tiled weights (mxfp4_tile64) give bitwise the same rows. mxfp4_scales_fp8_foldable: scale
 // bytes 121..124 fold, one byte of 126 does not.
+// Rows [n, K] of e4m3 in the FP8 expert kernels' K order with scales [K / 128, n], back to plain
+// floats.
+std::vector<float> dequant_rows(const std::vector<uint8_t>& q, const std::vector<float>& sc, int64_t n, int64_t K) {
+  std::vector<float> out(n * K);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < K; ++c) {
+      const int64_t P = c % 128, tq = P / 32, qq = (P % 32) / 8, hh = (P % 8) / 4, j = P % 4;
+      const uint8_t b = q[r * K + c / 128 * 128 + 32 * qq + 16 * hh + 4 * tq + j];
+      const int ex = (b >> 3) & 15, mt = b & 7;
+      const float mag = ex ? std::ldexp(1.f + mt / 8.f, ex - 7) : std::ldexp(mt / 8.f, -6);
+      out[r * K + c] = ((b & 0x80) ? -mag : mag) * sc[c / 128 * n + r];
+    }
+  return out;
+}
+
+// moe_rows_fp8 at widths of 4 x 128 columns per warp (1536) and of 1 (384), top-k 2 (src row =
+// token i / 2) into shuffled slots: each slot's row, dequantised, is fake_fp8_rows of its token.
+TEST(CudaLayerOps, MoeRowsFp8AnyWidth) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(44);
+  const int64_t T = 5, k = 2, R = T * k;
+  for (const int64_t K : {int64_t(1536), int64_t(384)}) {
+    const auto h = randn(T * K, rng, 0.5f);
+    std::vector<int32_t> slot(R);
+    std::iota(slot.begin(), slot.end(), 0);
+    std::shuffle(slot.begin(), slot.end(), rng);
+    Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * K), xs(R * K / 128 * 4);
+    ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), T, static_cast<int>(k), K, dslot.as<int32_t>(), x8.as<uint8_t>(),
+                                 xs.as<float>(), R))
+        << dc::last_error();
+    const auto got = dequant_rows(download<uint8_t>(x8, R * K), download<float>(xs, R * K / 128), R, K);
+    auto ref = h;
+    numerics::fake_fp8_rows(ref.data(), T, K, 128);
+    for (int64_t i = 0; i < R; ++i)
+      EXPECT_EQ(first_bit_mismatch(std::vector<float>(got.begin() + slot[i] * K, got.begin() + (slot[i] + 1) * K),
+                                   std::vector<float>(ref.begin() + (i / k) * K, ref.begin() + (i / k + 1) * K)),
+                -1)
+          << "K=" << K << " row " << i;
+  }
+}
+
 // The FP8 expert kernels on experts of `rows` rows each, launched for groups of up to max_m rows
 // (64: the two-blocks-per-SM kernel; 128: the one-block kernel of 128-row prefill groups), step
 // by step against the CPU on the same rows, and on 64-row tiled weights bitwise the same.
@@ -771,19 +816,6 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
     EXPECT_TRUE(std::all_of(all_a.begin() + R * I, all_a.end(), [](float v) { return std::isnan(v); }))
         << "w13 wrote past the last group's rows (padding rows)";
   }
-  // Rows [n, K] of e4m3 in the kernels' K order with scales [K / 128, n], back to plain floats.
-  auto dequant_rows = [](const std::vector<uint8_t>& q, const std::vector<float>& sc, int64_t n, int64_t K) {
-    std::vector<float> out(n * K);
-    for (int64_t r = 0; r < n; ++r)
-      for (int64_t c = 0; c < K; ++c) {
-        const int64_t P = c % 128, tq = P / 32, qq = (P % 32) / 8, hh = (P % 8) / 4, j = P % 4;
-        const uint8_t b = q[r * K + c / 128 * 128 + 32 * qq + 16 * hh + 4 * tq + j];
-        const int ex = (b >> 3) & 15, mt = b & 7;
-        const float mag = ex ? std::ldexp(1.f + mt / 8.f, ex - 7) : std::ldexp(mt / 8.f, -6);
-        out[r * K + c] = ((b & 0x80) ? -mag : mag) * sc[c / 128 * n + r];
-      }
-    return out;
-  };
   const auto gx = dequant_rows(download<uint8_t>(x8, R * d), download<float>(xs, R * d / 128), R, d);
   const auto gaq = dequant_rows(download<uint8_t>(a8, R * I), download<float>(as, R * I / 128), R, I);
   row0 = 0;

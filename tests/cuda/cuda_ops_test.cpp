@@ -312,8 +312,8 @@ TEST(CudaOps, Fp8GroupedLinearMatchesCpu) {
   }
 }
 
-// The wgmma decode path (fp8_linear_wgmma, 1-128 rows) against the CPU on the V4 shapes, at every
-// column width it picks (16, 32, 64, 128) and partial widths; with E8M0 and fp32 weight scales;
+// The wgmma decode path (fp8_linear_wgmma, 1-256 rows) against the CPU on the V4 shapes, at every
+// column width it picks (16, 32, 64, 128, 256 as two halves) and partial widths; with E8M0 and fp32 weight scales;
 // on a row slice whose E8M0 scales start off a 4-byte boundary (K = 384: 3 scales per row block);
 // and grouped (wo_a: 8 x 1024 x 4096). Output columns past M stay unwritten.
 TEST(CudaOps, Fp8WgmmaLinearMatchesCpu) {
@@ -358,16 +358,17 @@ TEST(CudaOps, Fp8WgmmaLinearMatchesCpu) {
     const Weight w = make_fp8_weight(sh.n, sh.k, rng);
     check(sh.name, w, 0, sh.n, false, {1, 16, 33, 64});
   }
-  check("wo_b", make_fp8_weight(4096, 8192, rng), 0, 4096, true, {5, 100, 128});
+  check("wo_b", make_fp8_weight(4096, 8192, rng), 0, 4096, true, {5, 100, 128, 200, 256});
+  check("wq_a", make_fp8_weight(1024, 4096, rng), 0, 1024, false, {129, 256});
   const Weight odd = make_fp8_weight(640, 384, rng);
-  check("slice", odd, 128, 512, false, {3, 48});
+  check("slice", odd, 128, 512, false, {3, 48, 177});
   check("slice", odd, 128, 512, true, {7});
 
   const int64_t G = 8, N = 1024, K = 4096;
   const GroupedFp8 gwt = make_grouped_fp8(G, N, K, rng);
   Dev dw(gwt.data.data(), gwt.data.size()), dsc(gwt.scale.data(), gwt.scale.size());
   const dc::Fp8Weight gw{dw.as<uint8_t>(), dsc.p, false, G * N, K};
-  for (int64_t M : {2, 40, 128}) {
+  for (int64_t M : {2, 40, 128, 200, 256}) {
     auto x = randn(M * G * K, rng);
     std::vector<uint8_t> hq;
     std::vector<float> hs;
@@ -382,6 +383,10 @@ TEST(CudaOps, Fp8WgmmaLinearMatchesCpu) {
     EXPECT_LT(e, 1e-3) << "M=" << M;
   }
   EXPECT_FALSE(dc::fp8_linear_wgmma(nullptr, nullptr, 129, gw, nullptr));  // bad input: an error, no launch
+  Dev big_q(257 * K), big_s(257 * K / 128 * 4), big_y(257 * N * 4);
+  EXPECT_FALSE(dc::fp8_linear_wgmma(big_q.as<uint8_t>(), big_s.as<float>(), 257, dc::Fp8Weight{gw.data, gw.scale, false, N, K},
+                                    big_y.as<float>()))
+      << "257 rows: past the kernel's widest tile";
 }
 
 // The device layout is a bit permutation with the documented sign places (host only: runs in CI).

@@ -107,13 +107,14 @@ bool fp8_linear_grouped_skinny(const uint8_t* xq, const float* xs, int64_t M, co
                                float* y, void* stream = nullptr);
 
 /// The decode path on Hopper's wgmma (fp8_wgmma.cu), for 1 to kFp8WgmmaMaxRows rows: the weights
-/// as wgmma's 64-row side, the batch rows as its N (16/32/64/128 columns); blocks of 128 weight rows,
+/// as wgmma's 64-row side, the batch rows as its N (16/32/64/128 columns; 256 as two halves of 128
+/// that share each weight tile); blocks of 128 weight rows,
 /// K split over up to 8 blocks of a cluster whose partial rows are summed in rank order. The split
 /// follows from (G*N, K), the column width and how many clusters the device holds at once (one
 /// wave), never from M within a width. Same scaling and layouts as fp8_linear /
 /// fp8_linear_grouped_skinny (groups = 1: a plain linear). SM90 only; a row's bits may differ from
 /// the other paths'. Fastest at 16-64 rows (op bench); at 128 cuBLASLt is ahead.
-constexpr int64_t kFp8WgmmaMaxRows = 128;
+constexpr int64_t kFp8WgmmaMaxRows = 256;
 bool fp8_linear_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, float* y,
                       void* stream = nullptr);
 bool fp8_linear_grouped_wgmma(const uint8_t* xq, const float* xs, int64_t M, const Fp8Weight& w, int groups,

@@ -35,13 +35,24 @@ constexpr int kTileRows = 128;            // weight rows per block (2 warpgroups
 constexpr int kWBytes = kTileRows * 128;  // one K block of them: 16 KB
 constexpr int kMaxSplit = 8;              // K runs per tile = the cluster size (the portable limit)
 constexpr int kStages = 4;
+// A stage: the weight rows, the NW x rows, their scales (NW floats, at least 512 B), then the
+// tile's weight scale (4 B), padded so that stages stay 1024-aligned.
 template <int NW>
-constexpr int stage_bytes() { return kWBytes + NW * 128 + 1024; }  // + x scales (<= 512 B) and sw, padded
+constexpr int xs_bytes() { return NW * 4 > 512 ? NW * 4 : 512; }
+template <int NW>
+constexpr int sw_off() { return kWBytes + NW * 128 + xs_bytes<NW>(); }  // the weight scale's offset in a stage
+template <int NW>
+constexpr int stage_bytes() { return kWBytes + NW * 128 + (xs_bytes<NW>() + 512 + 1023) / 1024 * 1024; }
+// wgmma's N: the x columns of one MMA (NW = 256: two halves of 128, one fragment reused).
+template <int NW>
+constexpr int mma_n() { return NW > 128 ? 128 : NW; }
 template <int NW>
 constexpr int smem_bytes() { return kStages * stage_bytes<NW>() + 1024; }  // + alignment slack
 template <int NW>
 constexpr int red_ld() { return NW + 2; }  // partial tile row stride (floats): 8-byte pairs, 2-way column reads
 static_assert(kTileRows * (128 + 2) * 4 <= kStages * stage_bytes<128>(), "partial tile fits the ring");
+static_assert(kTileRows * (256 + 2) * 4 <= kStages * stage_bytes<256>(), "partial tile fits the ring");
+static_assert(stage_bytes<256>() % 1024 == 0 && stage_bytes<128>() % 1024 == 0, "stages stay 1024-aligned");
 
 struct Args {
   const uint8_t* xq;
@@ -95,7 +106,7 @@ __global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a
       cp_async16(st + sw128((tid >> 3) + 32 * q, tid & 7), wsrc + int64_t(32 * q) * a.K + int64_t(i) * 128);
     if (tid == 255) {
       const uint8_t* s = static_cast<const uint8_t*>(a.wsc);  // E8M0: the aligned word holding the byte
-      cp_async4(st + kWBytes + NW * 128 + 512,
+      cp_async4(st + sw_off<NW>(),
                 a.wsc_f32 ? s + (sidx + i) * 4 : reinterpret_cast<const uint8_t*>(uintptr_t(s + sidx + i) & ~uintptr_t(3)));
     }
   };
@@ -123,7 +134,8 @@ __global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a
 #pragma unroll
   for (int i = 0; i < D; ++i) issue_x(i);
 
-  float acc[NW / 2];
+  constexpr int NH = mma_n<NW>(), kHalves = NW / NH;
+  float acc[NW / 2];  // columns 8j + 2t (+1): acc[4j ..]; half h holds j in [NH / 8 h, NH / 8 (h + 1))
 #pragma unroll
   for (int j = 0; j < NW / 2; ++j) acc[j] = 0.f;
   const int xs_col = kWBytes + NW * 128 + 2 * t * 4;  // scales of columns 8j + 2t, + 1: + 32j
@@ -135,41 +147,46 @@ __global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a
     issue_w(i + D);
     issue_x(i + D);
   };
-  auto mma = [&](float (&f)[NW / 2], int i) {
+  // x columns [NH h, NH (h + 1)) of block i: 128-byte rows, so half h starts NH * 128 B on.
+  auto mma = [&](float (&f)[NH / 2], int i, int h) {
     const uint32_t st = s_base + (i % kStages) * stage_bytes<NW>();
-    const uint64_t da = wgmma_desc_sw128(st + wg * 64 * 128), db = wgmma_desc_sw128(st + kWBytes);
+    const uint64_t da = wgmma_desc_sw128(st + wg * 64 * 128), db = wgmma_desc_sw128(st + kWBytes + h * NH * 128);
     wgmma_fence();
 #pragma unroll
-    for (int k = 0; k < 4; ++k) wgmma_e4m3_ss<NW>(f, da + 2 * k, db + 2 * k, k);  // + 32 B per k32 slice
+    for (int k = 0; k < 4; ++k) wgmma_e4m3_ss<NH>(f, da + 2 * k, db + 2 * k, k);  // + 32 B per k32 slice
     wgmma_commit();
   };
-  // acc += f * sw * sx[column], the scales from block i's stage (plain loads: issued together)
-  auto promote = [&](float (&f)[NW / 2], int i) {
+  // acc (half h) += f * sw * sx[column], the scales from block i's stage (plain loads: issued together)
+  auto promote = [&](float (&f)[NH / 2], int i, int h) {
 #pragma unroll
-    for (int j = 0; j < NW / 2; ++j) wgmma_fence_operand(f[j]);
+    for (int j = 0; j < NH / 2; ++j) wgmma_fence_operand(f[j]);
     const unsigned char* sp = s_ptr + (i % kStages) * stage_bytes<NW>();
-    const uint32_t swv = *reinterpret_cast<const uint32_t*>(sp + kWBytes + NW * 128 + 512);
+    const uint32_t swv = *reinterpret_cast<const uint32_t*>(sp + sw_off<NW>());
     const int sb = int((uintptr_t(a.wsc) + sidx + i) & 3);
     const float sw = a.wsc_f32 ? __uint_as_float(swv) : e8m0_to_float((swv >> (8 * sb)) & 0xffu);
 #pragma unroll
-    for (int j = 0; j < NW / 8; ++j) {
+    for (int jj = 0; jj < NH / 8; ++jj) {
+      const int j = h * (NH / 8) + jj;
       const float2 sx = *reinterpret_cast<const float2*>(sp + xs_col + 32 * j);
       const float s0 = sw * sx.x, s1 = sw * sx.y;
-      acc[4 * j + 0] = fmaf(f[4 * j + 0], s0, acc[4 * j + 0]);
-      acc[4 * j + 1] = fmaf(f[4 * j + 1], s1, acc[4 * j + 1]);
-      acc[4 * j + 2] = fmaf(f[4 * j + 2], s0, acc[4 * j + 2]);
-      acc[4 * j + 3] = fmaf(f[4 * j + 3], s1, acc[4 * j + 3]);
+      acc[4 * j + 0] = fmaf(f[4 * jj + 0], s0, acc[4 * j + 0]);
+      acc[4 * j + 1] = fmaf(f[4 * jj + 1], s1, acc[4 * j + 1]);
+      acc[4 * j + 2] = fmaf(f[4 * jj + 2], s0, acc[4 * j + 2]);
+      acc[4 * j + 3] = fmaf(f[4 * jj + 3], s1, acc[4 * j + 3]);
     }
   };
-  float f[NW / 2];
+  float f[NH / 2];
 #pragma unroll
-  for (int j = 0; j < NW / 2; ++j) f[j] = 0.f;
+  for (int j = 0; j < NH / 2; ++j) f[j] = 0.f;
 #pragma unroll 1
   for (int i = 0; i < nk; ++i) {
     head(i);
-    mma(f, i);
-    wgmma_wait<0>();
-    promote(f, i);
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      mma(f, i, h);
+      wgmma_wait<0>();
+      promote(f, i, h);
+    }
   }
   cp_wait<0>();
   const int splits = gridDim.y;
@@ -280,13 +297,14 @@ bool launch(const Args& a0, cudaStream_t stream) {
 
 bool run(const char* what, const Args& a, void* stream) {
   if (!a.w || !a.wsc || !a.xq || !a.xs || !a.y) return fail(std::string(what) + ": null argument");
-  if (a.M < 0 || a.M > kFp8WgmmaMaxRows) return fail(std::string(what) + ": M must be in [0, 128]");
+  if (a.M < 0 || a.M > kFp8WgmmaMaxRows) return fail(std::string(what) + ": M must be in [0, 256]");
   if (a.M == 0) return true;
   const cudaStream_t s = as_stream(stream);
   if (a.M <= 16) return launch<16>(a, s);
   if (a.M <= 32) return launch<32>(a, s);
   if (a.M <= 64) return launch<64>(a, s);
-  return launch<128>(a, s);
+  if (a.M <= 128) return launch<128>(a, s);
+  return launch<256>(a, s);
 }
 
 }  // namespace

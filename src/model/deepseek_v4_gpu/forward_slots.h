@@ -35,8 +35,9 @@ inline constexpr int64_t kLtTimedMaxRows = 512;
 // Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
 // 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
 inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
-// The grouped wo_a also past 64 rows, in launches of up to kFp8WgmmaMaxRows rows, up to this many:
-// cuBLASLt there is one call per group on transposed copies.
+// The grouped wo_a also past 64 rows, in one launch up to this many (kFp8WgmmaMaxRows; at 129-256
+// rows each weight tile serves both halves of the batch): cuBLASLt there is one call per group on
+// transposed copies.
 inline constexpr int64_t kGroupedWgmmaMaxRows = 256;
 // Default mode: routers of more than this many rows take their logits from one bf16 GEMM of
 // exact three-part rows (moe_route_gemm) instead of moe_route's fp32 kernel (10-20 TFLOP/s at
