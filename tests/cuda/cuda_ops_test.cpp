@@ -159,30 +159,32 @@ std::vector<float> poisoned_run(size_t n, const std::function<bool(float*)>& run
 TEST(CudaOps, QuantizeActivationMatchesHost) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(1);
-  const int64_t M = 5, K = 4096;
-  auto x = randn(M * K, rng);
-  x[7] = 300.f;      // an outlier block
-  for (int i = 0; i < 128; ++i) x[K + i] = 0.f;  // an all-zero block (scale from the 1e-4 floor)
-  std::vector<uint8_t> hq;
-  std::vector<float> hs;
-  host_quant(x, M, K, hq, hs);
-  for (bool bf16 : {false, true}) {
-    std::vector<float> xin = x;
-    std::vector<uint16_t> xb(M * K);
-    if (bf16) {
-      for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]), xin[i] = bf16_to_f32(xb[i]);
-      host_quant(xin, M, K, hq, hs);
+  const int64_t M = 5;
+  for (const int64_t K : {int64_t(4096), int64_t(384)}) {  // 4 blocks a warp, and 1
+    auto x = randn(M * K, rng);
+    x[7] = 300.f;      // an outlier block
+    for (int i = 0; i < 128; ++i) x[K + i] = 0.f;  // an all-zero block (scale from the 1e-4 floor)
+    std::vector<uint8_t> hq;
+    std::vector<float> hs;
+    host_quant(x, M, K, hq, hs);
+    for (bool bf16 : {false, true}) {
+      std::vector<float> xin = x;
+      std::vector<uint16_t> xb(M * K);
+      if (bf16) {
+        for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]), xin[i] = bf16_to_f32(xb[i]);
+        host_quant(xin, M, K, hq, hs);
+      }
+      Dev dx(bf16 ? static_cast<const void*>(xb.data()) : static_cast<const void*>(x.data()), M * K * (bf16 ? 2 : 4));
+      Dev dq(M * K), ds(M * K / 128 * 4);
+      ASSERT_TRUE(dc::quantize_act_fp8(dx.p, bf16, M, K, dq.as<uint8_t>(), ds.as<float>())) << dc::last_error();
+      ASSERT_TRUE(dc::synchronize());
+      auto q = download<uint8_t>(dq, M * K);
+      auto s = download<float>(ds, M * K / 128);
+      int bad = 0;
+      for (size_t i = 0; i < q.size(); ++i) bad += e4m3_to_f32(q[i]) != e4m3_to_f32(hq[i]);
+      EXPECT_EQ(bad, 0) << (bf16 ? "bf16" : "f32") << " K=" << K;
+      EXPECT_EQ(s, hs) << "K=" << K;
     }
-    Dev dx(bf16 ? static_cast<const void*>(xb.data()) : static_cast<const void*>(x.data()), M * K * (bf16 ? 2 : 4));
-    Dev dq(M * K), ds(M * K / 128 * 4);
-    ASSERT_TRUE(dc::quantize_act_fp8(dx.p, bf16, M, K, dq.as<uint8_t>(), ds.as<float>())) << dc::last_error();
-    ASSERT_TRUE(dc::synchronize());
-    auto q = download<uint8_t>(dq, M * K);
-    auto s = download<float>(ds, M * K / 128);
-    int bad = 0;
-    for (size_t i = 0; i < q.size(); ++i) bad += e4m3_to_f32(q[i]) != e4m3_to_f32(hq[i]);
-    EXPECT_EQ(bad, 0) << (bf16 ? "bf16" : "f32");
-    EXPECT_EQ(s, hs);
   }
 }
 

@@ -28,10 +28,11 @@ constexpr int kHcN = 4, kHcMix = 24, kHcOut = kHcMix + 1, kHcChunk = 1024;
 // lanes are combined by the xor tree 1, 2, 4; the chunks are summed in order in the mix step.
 constexpr int kHcKc = 512, kHcLanes = 8, kHcSteps = kHcKc / (4 * kHcLanes);
 // Prefill partial: TOK tokens x 25 outputs per thread, fn chunk in shared memory (48 KB). TOK 4
-// from kHcPTok4MinT tokens; below, one token per thread with its X in registers
-// (hc_partial_regs_kernel): at 256 tokens, 4 x 32 blocks of 4 warps were too few to hide the
-// loads' latency (16.7 us against 5.6 of X's bytes, H100 ncu), and TOK 1 through the ring kept too
-// few bytes in flight (23.6 us). Each output's reduction order is the same in all three kernels.
+// from kHcPTok4MinT tokens; below, TOK 2: at 256 tokens TOK 4's 4 x 32 blocks of 4 warps were too
+// few to hide the loads' latency (16.7 us against 5.6 of X's bytes, H100 ncu), and TOK 1 (23.6 us,
+// also with all of a thread's X in registers: not the loads) reads fn's float4s from shared memory
+// once per token (4 wavefronts each, 24 a step: ~13 us of the SM's shared-memory pipe at 256
+// tokens). Each output's reduction order is TOK's independent, so every variant gives the same bits.
 constexpr int kHcPThreads = 128, kHcPTok4MinT = 1024;
 template <int TOK>
 constexpr int hc_ptile() { return TOK * kHcPThreads / kHcLanes; }  // tokens per block: 16 TOK
@@ -137,46 +138,6 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
       if (lane == (j * kHcOut + r) % kHcLanes && t0 + j < T) ws[(int64_t(c) * kHcOut + r) * T + t0 + j] = s;
     }
 }
-
-// Mid T (kHcPartialPrefillMinT .. kHcPTok4MinT - 1 tokens): the prefill kernel's thread layout at
-// one token per thread (grid (ceil(T/16), nchunk), 128 threads), but each thread's 16 X float4 go
-// out at once into registers before fn's chunk is staged (as the decode kernel's do): the 3-stage
-// ring kept 32 bytes a thread in flight, 23.6 us at 256 tokens against 5.6 of X's bytes (H100, ncu).
-// Same per-output order as the other two (bitwise equal results).
-__global__ void __launch_bounds__(kHcPThreads, 4) hc_partial_regs_kernel(const float* __restrict__ X, int T, int nd,
-                                                                        const float* __restrict__ fn,
-                                                                        float* __restrict__ ws) {
-  detail::pdl_entry();
-  extern __shared__ float4 hc_smem[];
-  const float* sfn = reinterpret_cast<const float*>(hc_smem);
-  const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), g = threadIdx.x / kHcLanes;
-  const int t = blockIdx.x * hc_ptile<1>() + g;
-  const float4* xr = reinterpret_cast<const float4*>(X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4);
-  float4 x[kHcSteps];
-#pragma unroll
-  for (int i = 0; i < kHcSteps; ++i) x[i] = xr[8 * i];
-  for (int i = threadIdx.x; i < kHcMix * kHcKc / 4; i += kHcPThreads) {
-    const int r = i / (kHcKc / 4), q = i % (kHcKc / 4);
-    hc_smem[i] = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc) + q);
-  }
-  float acc[kHcOut];
-#pragma unroll
-  for (int r = 0; r < kHcOut; ++r) acc[r] = 0.f;
-  __syncthreads();
-#pragma unroll
-  for (int i = 0; i < kHcSteps; ++i) {
-    const int col = lane * 4 + 32 * i;
-#pragma unroll
-    for (int r = 0; r < kHcMix; ++r) acc[r] = fma4(x[i], *reinterpret_cast<const float4*>(sfn + r * kHcKc + col), acc[r]);
-    acc[kHcMix] = fma4(x[i], x[i], acc[kHcMix]);
-  }
-#pragma unroll
-  for (int r = 0; r < kHcOut; ++r) {
-    const float s = lane8_sum(acc[r]);  // every lane of the 8 holds the same bits
-    if (lane == r % kHcLanes && t < T) ws[(int64_t(c) * kHcOut + r) * T + t] = s;
-  }
-}
-constexpr size_t kHcRegsSmem = size_t(kHcMix) * kHcKc * sizeof(float);
 
 // Decode: grid (ceil(T/4), nchunk, 5), 160 threads = 5 warps x 4 tokens x 8 lanes; thread =
 // one output row (blockIdx.z * 5 + warp) of one token, all 16 steps' loads in flight at once;
@@ -828,13 +789,7 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   if (T >= kHcPTok4MinT) {
     if (!launch_hc_partial<4>(X, Ti, nd, nchunk, fn, ws, s)) return false;
   } else if (T >= kHcPartialPrefillMinT) {
-    static std::atomic<uint64_t> attr_set{0};
-    if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(hc_partial_regs_kernel),
-                                       static_cast<int>(kHcRegsSmem), attr_set, "hc_pre: shared-memory size"))
-      return false;
-    detail::launch_pdl(hc_partial_regs_kernel, dim3(blocks_for(T, hc_ptile<1>()), nchunk), kHcPThreads, kHcRegsSmem, s,
-                       X, Ti, nd, fn, ws);
-    if (!check_launch("hc_partial_regs_kernel")) return false;
+    if (!launch_hc_partial<2>(X, Ti, nd, nchunk, fn, ws, s)) return false;
   } else {
     const dim3 grid(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps);
     detail::launch_pdl(hc_partial_decode_kernel, grid, kHcDWarps * 32, 0, s, X, Ti, nd, fn, ws);
