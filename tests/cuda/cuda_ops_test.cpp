@@ -188,6 +188,42 @@ TEST(CudaOps, QuantizeActivationMatchesHost) {
   }
 }
 
+// quantize_act_fp8_t_grouped moves quantize_act_fp8_t's bytes: group-major out (bf16 rows, the
+// grouped wo_a's input) and group-major in (fp32, wo_b's input from the groups' outputs), at group
+// widths of 4 blocks a warp (512) and 1 (384); the scales are the same array.
+TEST(CudaOps, QuantizeGroupedMovesBytes) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(3);
+  const int64_t M = 300;
+  for (const int64_t gk : {int64_t(512), int64_t(384)}) {
+    const int64_t G = 3, K = G * gk;
+    const auto x = randn(M * K, rng);
+    std::vector<uint16_t> xb(M * K);
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(x[i]);
+    std::vector<float> xg(M * K);  // x group-major: [G][M][gk]
+    for (int64_t r = 0; r < M; ++r)
+      for (int64_t c = 0; c < K; ++c) xg[(c / gk * M + r) * gk + c % gk] = x[r * K + c];
+    for (const bool in : {false, true}) {
+      Dev dx(in ? static_cast<const void*>(x.data()) : static_cast<const void*>(xb.data()), M * K * (in ? 4 : 2));
+      Dev dxg(xg.data(), xg.size() * 4), q_ref(M * K), s_ref(M * K / 128 * 4), q(M * K), s(M * K / 128 * 4);
+      ASSERT_TRUE(dc::quantize_act_fp8_t(dx.p, !in, M, K, q_ref.as<uint8_t>(), s_ref.as<float>())) << dc::last_error();
+      ASSERT_TRUE(dc::quantize_act_fp8_t_grouped(in ? dxg.p : dx.p, !in, M, K, gk, in, q.as<uint8_t>(), s.as<float>()))
+          << dc::last_error();
+      ASSERT_TRUE(dc::synchronize());
+      const auto qr = download<uint8_t>(q_ref, M * K), qg = download<uint8_t>(q, M * K);
+      EXPECT_EQ(download<float>(s, M * K / 128), download<float>(s_ref, M * K / 128)) << "gk " << gk << " in " << in;
+      int64_t bad = 0;
+      for (int64_t r = 0; r < M; ++r)
+        for (int64_t c = 0; c < K; ++c) {
+          const int64_t gm = (c / gk * M + r) * gk + c % gk;
+          bad += in ? qg[r * K + c] != qr[r * K + c] : qg[gm] != qr[r * K + c];
+        }
+      EXPECT_EQ(bad, 0) << "gk " << gk << " groups " << (in ? "in" : "out");
+    }
+  }
+  EXPECT_FALSE(dc::quantize_act_fp8_t_grouped(nullptr, false, 4, 1024, 384, false, nullptr, nullptr));
+}
+
 struct Shape2 {
   const char* name;
   int64_t n, k;

@@ -500,6 +500,23 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   CudaTuning unpacked;
   unpacked.act_pack = false;  // every linear quantises / casts its own input: the same bits
   EXPECT_TRUE(run_batch(unpacked) == wide) << "the norms' packed FP8 / bf16 forms change the logits";
+  // A 300-token prefill (past the grouped wgmma's 256 rows: wo_a per group on cuBLASLt): with
+  // act_pack the groups' input is quantised once, group-major, and wo_b's straight from the
+  // groups' outputs (no transposed copies); without, each from its transposed copy. Same bits.
+  auto prefill = [&](const CudaTuning& t) {
+    Status ts = model->set_tuning(t);
+    EXPECT_TRUE(ts.is_ok()) << ts.to_string();
+    auto st = model->new_state();
+    const std::vector<int32_t> prompt = tokens(300, 4096, 77);
+    ModelInput in{st.get(), prompt, true};
+    v4::ForwardOutput out;
+    Status f = model->forward(std::span<const ModelInput>(&in, 1), out);
+    EXPECT_TRUE(f.is_ok()) << f.to_string();
+    return out.logits;
+  };
+  const std::vector<float> long_packed = prefill({});
+  ASSERT_EQ(long_packed.size(), size_t{300} * 4096);
+  EXPECT_TRUE(long_packed == prefill(unpacked)) << "the grouped wo_a's group-major FP8 input changes the logits";
   CudaTuning p;
   p.profile = true;
   EXPECT_TRUE(run_batch(p) == wide) << "the profiled step changes the logits";

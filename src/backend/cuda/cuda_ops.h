@@ -125,6 +125,13 @@ bool fp8_linear_grouped_wgmma(const uint8_t* xq, const float* xs, int64_t M, con
 /// cuBLASLt's CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F expects: scales_t[kb * M + m].
 bool quantize_act_fp8_t(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales_t,
                         void* stream = nullptr);
+/// quantize_act_fp8_t with the columns in groups of group_k (a multiple of 128 dividing K), one side
+/// group-major: groups_in false, x is [M][K] and q [K / group_k][M][group_k] (each group's rows
+/// contiguous: one GEMM's operand per group); true, x is [K / group_k][M][group_k] and q [M][K].
+/// The scales are quantize_act_fp8_t's of the [M][K] matrix (group g's own VEC128 block at
+/// scales_t + g * (group_k / 128) * M); the bytes are quantize_act_fp8_t's, only moved.
+bool quantize_act_fp8_t_grouped(const void* x, bool x_is_bf16, int64_t M, int64_t K, int64_t group_k, bool groups_in,
+                                uint8_t* q, float* scales_t, void* stream = nullptr);
 /// E8M0 128x128 weight scales -> fp32 [N/128, K/128] (once, when the weight is loaded).
 bool fp8_scales_to_f32(const Fp8Weight& w, float* out, void* stream = nullptr);
 /// Workspace the cuBLASLt path may use; pass a buffer of this many bytes.

@@ -17,9 +17,16 @@ namespace {
 // columns 4j..4j+3 of each block. (U = 1, one load per warp, took 16 us for the EP step's 256 x
 // 32768 bf16 attention output on the H100: latency, not bytes; moe_rows_fp8 has the same shape.)
 // kTransScale: scales written [kb * M + row] (cuBLASLt VEC128 layout) instead of [row * nkb + kb].
-template <bool kBf16, bool kTransScale, int U>
+// kGroups (column groups of kg, a multiple of 128): 1, q is group-major [K / kg][M][kg] (x is
+// [M][K]); 2, x is group-major and q [M][K]. The scales stay those of the [M][K] matrix: with
+// kTransScale, group g's [M][kg] block has its own VEC128 scales at scales + g * (kg / 128) * M.
+enum QuantGroups { kNoGroups = 0, kGroupsOut = 1, kGroupsIn = 2 };
+__device__ __forceinline__ int64_t group_major(int64_t row, int64_t c, int64_t M, int64_t kg) {
+  return c / kg * M * kg + row * kg + c % kg;
+}
+template <bool kBf16, bool kTransScale, int U, int kGroups = kNoGroups>
 __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t K, uint8_t* __restrict__ q,
-                                 float* __restrict__ scales) {
+                                 float* __restrict__ scales, int64_t kg) {
   detail::pdl_entry();
   const int64_t nkb = K / 128, nu = nkb / U;
   const int64_t unit = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
@@ -29,7 +36,8 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
   float v[U][4];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
-    const int64_t off = row * K + (kb0 + u) * 128 + lane * 4;
+    const int64_t c = (kb0 + u) * 128 + lane * 4;
+    const int64_t off = kGroups == kGroupsIn ? group_major(row, c, M, kg) : row * K + c;
     if constexpr (kBf16) {
       const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + off);
       v[u][0] = __uint_as_float(raw.x << 16);
@@ -46,29 +54,31 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
     const int64_t kb = kb0 + u;
     uint32_t packed;
     const float s = detail::quant4_e4m3_pow2(v[u], packed);
-    *reinterpret_cast<uint32_t*>(q + row * K + kb * 128 + lane * 4) = packed;
+    const int64_t c = kb * 128 + lane * 4;
+    *reinterpret_cast<uint32_t*>(q + (kGroups == kGroupsOut ? group_major(row, c, M, kg) : row * K + c)) = packed;
     if (lane == 0) scales[kTransScale ? kb * M + row : row * nkb + kb] = s;
   }
 }
 
-// Both quantisations' launch: 4 blocks a warp where K allows.
-template <bool kTransScale, int U>
-void launch_quant_act_at(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales,
+// The quantisations' launch: 4 blocks a warp where K (and a group) allows.
+template <bool kTransScale, int U, int kGroups>
+void launch_quant_act_at(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales, int64_t kg,
                          cudaStream_t s) {
   const int64_t warps = M * (K / (128 * U));
   const int threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (x_is_bf16)
-    detail::launch_pdl(quant_act_kernel<true, kTransScale, U>, blocks, threads, 0, s, x, M, K, q, scales);
+    detail::launch_pdl(quant_act_kernel<true, kTransScale, U, kGroups>, blocks, threads, 0, s, x, M, K, q, scales, kg);
   else
-    detail::launch_pdl(quant_act_kernel<false, kTransScale, U>, blocks, threads, 0, s, x, M, K, q, scales);
+    detail::launch_pdl(quant_act_kernel<false, kTransScale, U, kGroups>, blocks, threads, 0, s, x, M, K, q, scales, kg);
 }
-template <bool kTransScale>
-void launch_quant_act(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales, cudaStream_t s) {
-  if (K % 512 == 0)
-    launch_quant_act_at<kTransScale, 4>(x, x_is_bf16, M, K, q, scales, s);
+template <bool kTransScale, int kGroups = kNoGroups>
+void launch_quant_act(const void* x, bool x_is_bf16, int64_t M, int64_t K, uint8_t* q, float* scales, cudaStream_t s,
+                      int64_t kg = 0) {
+  if (K % 512 == 0 && (kGroups == kNoGroups || kg % 512 == 0))
+    launch_quant_act_at<kTransScale, 4, kGroups>(x, x_is_bf16, M, K, q, scales, kg, s);
   else
-    launch_quant_act_at<kTransScale, 1>(x, x_is_bf16, M, K, q, scales, s);
+    launch_quant_act_at<kTransScale, 1, kGroups>(x, x_is_bf16, M, K, q, scales, kg, s);
 }
 
 // A row's 1 / rms by a block of 256 threads in a fixed order (strided fmaf partials, then a fixed
@@ -193,6 +203,18 @@ bool quantize_act_fp8_t(const void* x, bool x_is_bf16, int64_t M, int64_t K, uin
   if (M <= 0) return true;
   launch_quant_act<true>(x, x_is_bf16, M, K, q, scales_t, as_stream(stream));
   return check_launch("quantize_act_fp8_t");
+}
+
+bool quantize_act_fp8_t_grouped(const void* x, bool x_is_bf16, int64_t M, int64_t K, int64_t group_k, bool groups_in,
+                                uint8_t* q, float* scales_t, void* stream) {
+  if (group_k <= 0 || group_k % 128 || K % group_k) return fail("quantize_act_fp8_t_grouped: need K % group_k == 0, group_k % 128 == 0");
+  if (M <= 0) return true;
+  if (!x || !q || !scales_t) return fail("quantize_act_fp8_t_grouped: null argument");
+  if (groups_in)
+    launch_quant_act<true, kGroupsIn>(x, x_is_bf16, M, K, q, scales_t, as_stream(stream), group_k);
+  else
+    launch_quant_act<true, kGroupsOut>(x, x_is_bf16, M, K, q, scales_t, as_stream(stream), group_k);
+  return check_launch("quantize_act_fp8_t_grouped");
 }
 
 bool rms_norm(const float* x, int64_t n, int64_t d, const float* weight, float eps, float* y, void* stream) {

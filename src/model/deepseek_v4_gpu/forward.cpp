@@ -314,12 +314,18 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
   const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
   DI_ASSIGN_OR_RETURN(const bool grouped, linear_grouped(a.ao, T, L.wo_a, G, a.oa2));
+  bool direct = false;  // past linear_grouped: wo_a's groups and wo_b's input with no transposed copies
+  Packed wo_b_in;
+  float* oa = nullptr;  // the groups' outputs [G, T, OR]
   if (!grouped) {
+    DI_ASSIGN_OR_RETURN(oa, buf<float>(kOa, T * G * OR));
+    DI_ASSIGN_OR_RETURN(direct, grouped_out_lt(a.ao, T, L, G, oa, wo_b_in));
+  }
+  if (!grouped && !direct) {
     // One GEMM per group on transposed copies. The G group GEMMs are independent and each small
     // (o_lora_rank rows: a few dozen CTAs): spread over the main stream and the side lanes (each
     // with its own workspaces), joined before wo_b.
     DI_ASSIGN_OR_RETURN(uint16_t* operm, buf<uint16_t>(kOperm, T * H * D));
-    DI_ASSIGN_OR_RETURN(float* oa, buf<float>(kOa, T * G * OR));
     DI_CUDA_TRY(dc::swap01(a.ao, T, G, gk, 2, operm, stream_));
     DI_TRY(fork(kWoLanes));
     for (int64_t g = 0; g < G; ++g) {
@@ -330,7 +336,12 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));
   }
   DI_TRY(mark(part::kAttnWoA));
-  DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
+  bool wo_b_done = false;
+  if (direct) {
+    DI_ASSIGN_OR_RETURN(wo_b_done, linear_lt_packed(wo_b_in, T, L.wo_b, 0, L.wo_b.n, a.f, -1));
+    if (!wo_b_done) DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));  // no plan: wo_b's own path
+  }
+  if (!wo_b_done) DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return mark(part::kAttnPost);
 }

@@ -120,6 +120,18 @@ class Forward {
   /// (batch-invariant mode, M from the cuBLASLt threshold on when the wgmma kernel is off, M past
   /// kGroupedWgmmaMaxRows, a bf16 W): the caller then runs one linear per group.
   Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
+  /// Past linear_grouped's rows (prefill chunks), with tuning_.act_pack and cuBLASLt plans: the
+  /// grouped wo_a with no transposed copies. x [T, G*K] bf16 is quantised once into group-major
+  /// e4m3 (each group's rows contiguous, with its VEC128 scales), the G GEMMs (spread over the
+  /// side lanes) write y_groups [G, T, N], and wo_b's e4m3 input (wo_b_in, for linear_lt_packed)
+  /// is quantised straight from there. Returns false where it does not apply or a cuBLASLt plan is
+  /// missing (the caller's transposing path then runs). The same bytes as that path's.
+  Result<bool> grouped_out_lt(const uint16_t* x, int64_t T, const GpuLayer& L, int64_t G, float* y_groups,
+                              Packed& wo_b_in);
+  /// cuBLASLt's FP8 GEMM on an activation already quantised with K-block-major scales (p: rows M);
+  /// false (nothing launched) where no plan runs it: fp8_on_lt is false or cuBLASLt finds none.
+  Result<bool> linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
+                                int lane);
   /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
   /// kernel (default mode; tuning_.fp8_wgmma_rows).
   bool fp8_wgmma_for(int64_t M, int64_t N) const;

@@ -123,6 +123,47 @@ Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLine
   return true;
 }
 
+Result<bool> Forward::linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
+                                       float* y, int lane) {
+  if (!W.fp8 || !p.q8 || !p.qs_t || p.rows != M || !fp8_on_lt(M, rows, W.k)) return false;
+  DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
+  const bool timed = tuning_.lt_timed && M <= kLtTimedMaxRows;
+  if (dc::fp8_linear_lt(p.q8, p.qs, M, W.lt_rows(r0, rows), y, false, lws, st(lane), timed)) return true;
+  lt_missing_.insert(std::make_tuple(M, rows, W.k));  // no plan for this shape: our kernels from now on
+  return false;
+}
+
+Result<bool> Forward::grouped_out_lt(const uint16_t* x, int64_t T, const GpuLayer& L, int64_t G, float* y_groups,
+                                     Packed& wo_b_in) {
+  const GpuLinear &A = L.wo_a, &B = L.wo_b;
+  const int64_t K = A.k, N = A.n / G;
+  if (!tuning_.act_pack || !A.fp8 || !B.fp8 || B.k != G * N || N % 128 || !fp8_on_lt(T, N, K) ||
+      !fp8_on_lt(T, B.n, B.k))
+    return false;
+  DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kWoaQ8, T * G * K));
+  DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kWoaQs, T * G * K / 128));
+  DI_CUDA_TRY(dc::quantize_act_fp8_t_grouped(x, true, T, G * K, K, false, q8, qs, stream_));
+  // The G group GEMMs (o_lora_rank rows each: a few dozen CTAs) over the main stream and the side
+  // lanes, each with its own workspace; joined before wo_b. A missing plan stops here (the
+  // caller's path then runs every group again).
+  bool all = true;
+  DI_TRY(fork(kWoLanes));
+  for (int64_t g = 0; g < G && all; ++g) {
+    const int lane = static_cast<int>(g % (kWoLanes + 1)) - 1;
+    Packed pg;
+    pg.q8 = q8 + g * T * K, pg.qs = qs + g * (K / 128) * T, pg.qs_t = true, pg.rows = T;
+    DI_ASSIGN_OR_RETURN(all, linear_lt_packed(pg, T, A, g * N, N, y_groups + g * T * N, lane));
+  }
+  DI_TRY(join(kWoLanes));
+  if (!all) return false;
+  DI_ASSIGN_OR_RETURN(uint8_t* b8, buf<uint8_t>(kWobQ8, T * B.k));
+  DI_ASSIGN_OR_RETURN(float* bs, buf<float>(kWobQs, T * B.k / 128));
+  DI_CUDA_TRY(dc::quantize_act_fp8_t_grouped(y_groups, false, T, B.k, N, true, b8, bs, stream_));
+  wo_b_in = {};
+  wo_b_in.q8 = b8, wo_b_in.qs = bs, wo_b_in.qs_t = true, wo_b_in.rows = T;
+  return true;
+}
+
 bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
   const int64_t lo = tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows;
   return !c_.numerics.batch_invariant && tuning_.fp8_wgmma_rows >= 0 && M >= lo && M <= kWgmmaMaxRows &&

@@ -14,6 +14,7 @@ enum Slot : int {
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
   kX8, kXs8, kA32, kA8, kAs8, kRouteWs,
   kPackQ8, kPackQs, kPack16, kQanQ8, kQanQs, kQan16,  // norm_pack's forms: xn, h and the head's rows; qan
+  kWoaQ8, kWoaQs, kWobQ8, kWobQs,  // the per-group wo_a path's group-major FP8 input and wo_b's from its output
   kSlotCount,
 };
 static_assert(kSlotCount < 100, "Forward::ls gives lane l the slots 100 (l + 1) + slot");
