@@ -75,20 +75,17 @@ __device__ __forceinline__ void cp_async_wait() {
 // ws layout [nchunk][25][T] (token fastest: the mix step reads it coalesced).
 // Prefill: grid (ceil(T/64), nchunk), 128 threads = 16 token groups x 8 lanes; a thread holds
 // 4 tokens x 25 accumulators; fn's chunk (24 x 512) is staged in shared memory once per block;
-// each thread streams its own X float4s through a hc_pstages-deep cp.async ring (it reads back
+// each thread streams its own X float4s through a kHcPStages-deep cp.async ring (it reads back
 // only what it copied, so no block barrier in the loop).
-// Ring depth: 3 at TOK 4 (prefill); 8 at TOK 2, whose few blocks at decode batches (2 an SM at 256
-// tokens) otherwise keep about 16 KB an SM in flight (17.6 us at 256 tokens, H100 ncu).
+// Ring depth (an 8-deep ring at TOK 2 measured no faster in the EP step: 30.33 ms either way).
+constexpr int kHcPStages = 3;
 template <int TOK>
-constexpr int hc_pstages() { return TOK == 2 ? 8 : 3; }
-template <int TOK>
-constexpr size_t hc_psmem() { return (size_t(kHcMix) * kHcKc + size_t(hc_pstages<TOK>()) * TOK * kHcPThreads * 4) * sizeof(float); }
+constexpr size_t hc_psmem() { return (size_t(kHcMix) * kHcKc + size_t(kHcPStages) * TOK * kHcPThreads * 4) * sizeof(float); }
 template <int TOK>
 __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
                                                                            const float* __restrict__ fn,
                                                                            float* __restrict__ ws) {
   detail::pdl_entry();
-  constexpr int kHcPStages = hc_pstages<TOK>();
   extern __shared__ float4 hc_smem[];
   const float* sfn = reinterpret_cast<const float*>(hc_smem);
   float4* sx = hc_smem + kHcMix * kHcKc / 4 + threadIdx.x;  // [stage][token j][thread]
