@@ -77,3 +77,19 @@ run_benches() {
     grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$name.txt" | sed 's/  */ /g' | cut -c1-150
   done <<< "${BENCH_CONFIGS:-}"
 }
+
+# ncu_step_table LEFT_S BENCH_ARGS [TAIL]: with more than 60 s left, every kernel of one decode step
+# of `deepinfer bench --device cuda BENCH_ARGS` serialised and timed by Nsight Compute (run_ncu.sh,
+# TIME_RANGE=1, 2,400 launches), the last TAIL lines (default 42) of its output printed.
+ncu_step_table() {
+  local left=$1 args=$2 tail_n=${3:-42}
+  [ "$left" -gt 60 ] || return 0
+  echo "== ncu: one decode step kernel by kernel ($args; box $left s)"
+  OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$args" tools/device/run_ncu.sh 2>&1 | tail -"$tail_n"
+}
+
+# plan_finish: the benches' JSON into the call's output ($FINAL), the scratch folder as logs.tgz.
+plan_finish() {
+  cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
+  tar czf "$FINAL/logs.tgz" -C "$OUT" .
+}

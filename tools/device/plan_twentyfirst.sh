@@ -59,6 +59,5 @@ if [ "$left" -gt 60 ]; then
   OUT="$OUT" KERNEL_ARGS="mxfp4_fp8_kernel moe:32:48" KERNEL_S=${KERNEL_S:-60} TIME_S=$left TIME_RANGE=1 \
     TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -120
 fi
-cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
-tar czf "$FINAL/logs.tgz" -C "$OUT" .
+plan_finish
 echo "tests rc=${TEST_RC:-?}"

@@ -48,11 +48,6 @@ before-f4b256 $F4 --batch 256 --prompt-len 4096 --gen-len 4
 p8k $F4 --batch 1 --prompt-len 8192 --gen-len 4}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-170}"
 
-left=$((${TOTAL_S:-565} - (SECONDS - START)))
-if [ "$left" -gt 60 ]; then
-  echo "== ncu: one EP batch-256 decode step kernel by kernel (box $left s)"
-  OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$EP" tools/device/run_ncu.sh 2>&1 | tail -42
-fi
-cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
-tar czf "$FINAL/logs.tgz" -C "$OUT" .
+ncu_step_table $((${TOTAL_S:-565} - (SECONDS - START))) "$EP" 42
+plan_finish
 echo "tests rc=${TEST_RC:-?} sanitizer rc=${SAN_RC:-?}"

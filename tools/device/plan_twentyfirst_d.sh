@@ -28,6 +28,5 @@ before-p8k $P8
 ep256 $EP
 before-ep256 $EP}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-110}"
-cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
-tar czf "$FINAL/logs.tgz" -C "$OUT" .
+plan_finish
 echo "tests rc=${TEST_RC:-?}"
