@@ -1,6 +1,8 @@
-// FP8 block-scaled linear for decode batches of 1-128 rows on Hopper's warpgroup MMA (cuda_ops.h,
+// FP8 block-scaled linear for decode batches of 1-256 rows on Hopper's warpgroup MMA (cuda_ops.h,
 // fp8_linear_wgmma): y = x W^T with the operands swapped, so the weights fill wgmma's 64-row M side
-// and the batch rows are its N (16, 32, 64 or 128 columns, the fewest that hold M).
+// and the batch rows are its N (16, 32, 64 or 128 columns, the fewest that hold M; 129-256 rows as
+// two halves of 128 that share each weight stage: one n128 fragment, promoted into each half's
+// accumulators in turn, so the weights are read once where two 128-row launches read them twice).
 //
 // Why: at 32-64 rows the mma.sync GEMV (fp8_linear.cu) re-reads a warp's x rows for every 8 weight
 // rows (at 64 rows, 8 bytes of x per byte of weights) and cuBLASLt takes about 15 us per call even
