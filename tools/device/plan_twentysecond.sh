@@ -12,10 +12,14 @@
 #      eligible warps per scheduler), the wgmma attention at the EP shape (72 us, half of it a
 #      block's fixed cost), the 256-row FP8 wgmma linear (the grouped wo_a, 44 us, 440 TFLOP/s) and
 #      the step's mHC / router kernels.
-# Build (here): cp build/tools/deepinfer/deepinfer /tmp/deepinfer-before; git apply the patch;
-#   ninja -C build deepinfer cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_ops_bench cuda_attn_lt_bench
+#   Also twentysecond-linear-lt-packed.patch (host code: Forward::linear's cuBLASLt call through
+#   linear_lt_packed, the same five lines it held twice; same calls), covered by the V4 tests.
+# Build (here): cp build/tools/deepinfer/deepinfer /tmp/deepinfer-before; git apply both patches;
+#   ninja -C build deepinfer cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test \
+#     cuda_ops_bench cuda_attn_lt_bench
 #   T=build/tests/cuda; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before \
-#     $T/cuda_layer_ops_test $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_ops_bench $T/cuda_attn_lt_bench
+#     $T/cuda_layer_ops_test $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_v4_engine_test \
+#     $T/cuda_ops_bench $T/cuda_attn_lt_bench
 #   run(carry=[".device-bin.tar.xz"], timeout_s=590,
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentysecond.sh")
 set -uo pipefail
@@ -27,7 +31,7 @@ plan_env
 echo "== tests"
 GTEST_FILTER='CudaLayerOps.Hc*' run_tests "$BIN" "${KTESTS_S:-30}" cuda_layer_ops_test
 KRC=$TEST_RC
-run_tests "$BIN" "${TESTS_S:-110}" cuda_v4_model_test cuda_v4_synthetic_test
+run_tests "$BIN" "${TESTS_S:-130}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
 [ "$KRC" = 0 ] || TEST_RC=1
 
 echo "== deepinfer bench (box ${BENCH_S:-90} s)"
