@@ -85,7 +85,8 @@ struct CudaTuning {
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
-  bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it (same bits)
+  bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it, and past 256 rows the
+                           // grouped wo_a's FP8 input is written group-major, wo_b's from its groups (same bits)
   bool lt_timed = true;    // cuBLASLt FP8 GEMMs of up to kLtTimedMaxRows rows: the fastest algorithm, timed when first seen
   bool profile = false;    // StepTimes::parts_s (every step eager, synchronised per part)
   bool operator==(const CudaTuning&) const = default;

@@ -497,7 +497,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "kernel where it would run 64-head blocks)");
   b->add_flag("!--no-act-pack", a->tuning.act_pack,
               "--device cuda: each linear quantises / casts its input itself (default: a norm writes the FP8 and "
-              "bf16 forms its linears read, in the same pass)");
+              "bf16 forms its linears read, in the same pass, and past 256 rows the grouped wo_a's FP8 input is "
+              "written group-major and wo_b's from its groups' outputs, with no transposed copies)");
   b->add_flag("!--no-lt-timed", a->tuning.lt_timed,
               "--device cuda: cuBLASLt's FP8 GEMMs of up to 512 rows on the heuristic's first algorithm (default: the "
               "fastest of its candidates, timed when a shape is first seen)");
