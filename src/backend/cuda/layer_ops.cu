@@ -72,7 +72,19 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-// ws layout [nchunk][25][T] (token fastest: the mix step reads it coalesced).
+// ws layout: [nchunk][25][T] (token fastest) where the mix kernel reads it (coalesced over
+// tokens); [T][nchunk][25] where hc_finish_kernel does (T < kHcSplitFinishMinT: a token's 25 x
+// nchunk partials in one 3.2 KB run, not 800 scattered sectors re-read by each of its column
+// blocks). Either way each output's chunks are summed in chunk order (the same bits).
+struct HcWs {
+  int64_t T;
+  int nchunk;
+  bool token_major;
+  __device__ __forceinline__ int64_t at(int c, int r, int64_t t) const {
+    return token_major ? (t * nchunk + c) * kHcOut + r : (int64_t(c) * kHcOut + r) * T + t;
+  }
+  __device__ __forceinline__ int64_t chunk_stride() const { return token_major ? kHcOut : int64_t(kHcOut) * T; }
+};
 // Prefill: grid (ceil(T/64), nchunk), 128 threads = 16 token groups x 8 lanes; a thread holds
 // 4 tokens x 25 accumulators; fn's chunk (24 x 512) is staged in shared memory once per block;
 // each thread streams its own X float4s through a kHcPStages-deep cp.async ring (it reads back
@@ -84,7 +96,7 @@ constexpr size_t hc_psmem() { return (size_t(kHcMix) * kHcKc + size_t(kHcPStages
 template <int TOK>
 __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
                                                                            const float* __restrict__ fn,
-                                                                           float* __restrict__ ws) {
+                                                                           float* __restrict__ ws, HcWs wl) {
   detail::pdl_entry();
   extern __shared__ float4 hc_smem[];
   const float* sfn = reinterpret_cast<const float*>(hc_smem);
@@ -136,7 +148,7 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
 #pragma unroll
     for (int r = 0; r < kHcOut; ++r) {
       const float s = lane8_sum(acc[j][r]);  // every lane of the 8 holds the same bits
-      if (lane == (j * kHcOut + r) % kHcLanes && t0 + j < T) ws[(int64_t(c) * kHcOut + r) * T + t0 + j] = s;
+      if (lane == (j * kHcOut + r) % kHcLanes && t0 + j < T) ws[wl.at(c, r, t0 + j)] = s;
     }
 }
 
@@ -145,7 +157,7 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
 // the same per-output order as the prefill kernel (bitwise equal results).
 __global__ void __launch_bounds__(kHcDWarps * 32, 2)
     hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd, const float* __restrict__ fn,
-                             float* __restrict__ ws) {
+                             float* __restrict__ ws, HcWs wl) {
   detail::pdl_entry();
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1);
   const int r = blockIdx.z * kHcDWarps + (threadIdx.x >> 5);
@@ -162,7 +174,7 @@ __global__ void __launch_bounds__(kHcDWarps * 32, 2)
 #pragma unroll
   for (int i = 0; i < kHcSteps; ++i) acc = fma4(x[i], sq ? x[i] : f[i], acc);
   acc = lane8_sum(acc);
-  if (lane == 0 && t < T) ws[(int64_t(c) * kHcOut + r) * T + t] = acc;
+  if (lane == 0 && t < T) ws[wl.at(c, r, t)] = acc;
 }
 
 // Sum of chunk c = 0..nchunk-1 (in order, from 0.f) of output r of token t. The loads go out a
@@ -178,13 +190,13 @@ __device__ __forceinline__ float hc_sum_batch(const float* __restrict__ p, int64
   for (int i = 0; i < N; ++i) s += v[i];
   return s;
 }
-__device__ __forceinline__ float hc_chunk_sum(const float* __restrict__ ws, int64_t T, int t, int nchunk, int r) {
-  const int64_t stride = int64_t(kHcOut) * T;
-  const float* p = ws + int64_t(r) * T + t;
+__device__ __forceinline__ float hc_chunk_sum(const float* __restrict__ ws, const HcWs& wl, int t, int r) {
+  const int64_t stride = wl.chunk_stride();
+  const float* p = ws + wl.at(0, r, t);
   float s = 0.f;
   int c = 0;
-  for (; c + kHcSumBatch <= nchunk; c += kHcSumBatch) s = hc_sum_batch<kHcSumBatch>(p + c * stride, stride, s);
-  for (; c < nchunk; c += 8) s = hc_sum_batch<8>(p + c * stride, stride, s);
+  for (; c + kHcSumBatch <= wl.nchunk; c += kHcSumBatch) s = hc_sum_batch<kHcSumBatch>(p + c * stride, stride, s);
+  for (; c < wl.nchunk; c += 8) s = hc_sum_batch<8>(p + c * stride, stride, s);
   return s;
 }
 
@@ -326,7 +338,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   float4 v[kHcN];
 #pragma unroll
   for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
-  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, T, t, nchunk, threadIdx.x);
+  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, HcWs{T, nchunk, true}, t, threadIdx.x);
   if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
   __syncthreads();
   if (warp == 0 && lane < kHcN * kHcN) {
@@ -361,7 +373,7 @@ __global__ void __launch_bounds__(256) hc_mix_kernel(int T, int d, int nchunk, c
   __shared__ float sm[kHcMixTok][kHcOut + 1];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int t = blockIdx.x * kHcMixTok + lane, tc = min(t, T - 1);
-  for (int r = warp; r < kHcOut; r += 8) sm[lane][r] = hc_chunk_sum(ws, T, tc, nchunk, r);
+  for (int r = warp; r < kHcOut; r += 8) sm[lane][r] = hc_chunk_sum(ws, HcWs{T, nchunk, false}, tc, r);
   __syncthreads();
   if (warp != 0 || t >= T) return;
   float pr[kHcN], po[kHcN], C[kHcN][kHcN];
@@ -762,13 +774,13 @@ inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<un
 // The prefill partial with TOK tokens per thread; its shared-memory size set once per device (not
 // re-issued inside a graph capture).
 template <int TOK>
-bool launch_hc_partial(const float* X, int T, int nd, int nchunk, const float* fn, float* ws, cudaStream_t s) {
+bool launch_hc_partial(const float* X, int T, int nd, int nchunk, const float* fn, float* ws, HcWs wl, cudaStream_t s) {
   static std::atomic<uint64_t> attr_set{0};
   if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(hc_partial_prefill_kernel<TOK>),
                                      static_cast<int>(hc_psmem<TOK>()), attr_set, "hc_pre: shared-memory size"))
     return false;
   detail::launch_pdl(hc_partial_prefill_kernel<TOK>, dim3(blocks_for(T, hc_ptile<TOK>()), nchunk), kHcPThreads,
-                     hc_psmem<TOK>(), s, X, T, nd, fn, ws);
+                     hc_psmem<TOK>(), s, X, T, nd, fn, ws, wl);
   return check_launch("hc_partial_prefill_kernel");
 }
 
@@ -787,13 +799,14 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   const int nd = static_cast<int>(kHcN * d), nchunk = nd / kHcKc, Ti = static_cast<int>(T);
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
+  const HcWs wl{T, nchunk, T < kHcSplitFinishMinT};  // token-major for hc_finish_kernel
   if (T >= kHcPTok4MinT) {
-    if (!launch_hc_partial<4>(X, Ti, nd, nchunk, fn, ws, s)) return false;
+    if (!launch_hc_partial<4>(X, Ti, nd, nchunk, fn, ws, wl, s)) return false;
   } else if (T >= kHcPartialPrefillMinT) {
-    if (!launch_hc_partial<2>(X, Ti, nd, nchunk, fn, ws, s)) return false;
+    if (!launch_hc_partial<2>(X, Ti, nd, nchunk, fn, ws, wl, s)) return false;
   } else {
     const dim3 grid(blocks_for(T, kHcDTile), nchunk, kHcOut / kHcDWarps);
-    detail::launch_pdl(hc_partial_decode_kernel, grid, kHcDWarps * 32, 0, s, X, Ti, nd, fn, ws);
+    detail::launch_pdl(hc_partial_decode_kernel, grid, kHcDWarps * 32, 0, s, X, Ti, nd, fn, ws, wl);
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {

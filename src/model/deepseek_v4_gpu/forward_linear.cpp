@@ -58,7 +58,6 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
   const int64_t K = W.k;
   if (W.fp8) {
     const dc::Fp8Weight w = W.fp8_rows(r0, rows);
-    const auto key = std::make_tuple(M, rows, K);
     // x as e4m3 rows with scales in the layout asked for: the packed ones, or quantised here.
     using Quantised = std::pair<const uint8_t*, const float*>;
     auto quantised = [&](bool scales_t) -> Result<Quantised> {
@@ -78,12 +77,13 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
       return Status::ok();
     }
     if (fp8_on_lt(M, rows, K)) {
-      // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M)
-      DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
+      // cuBLASLt's block-scaled FP8 GEMM (its algorithm, so a row's bits, may change with M); no
+      // plan for the shape: our kernels from now on (linear_lt_packed records it)
       DI_ASSIGN_OR_RETURN(const auto xq, quantised(true));
-      const bool timed = tuning_.lt_timed && M <= kLtTimedMaxRows;
-      if (dc::fp8_linear_lt(xq.first, xq.second, M, W.lt_rows(r0, rows), y, false, lws, s, timed)) return Status::ok();
-      lt_missing_.insert(key);  // no plan for this shape: our kernels from now on
+      Packed pq;
+      pq.q8 = xq.first, pq.qs = xq.second, pq.qs_t = true, pq.rows = M;
+      DI_ASSIGN_OR_RETURN(const bool done, linear_lt_packed(pq, M, W, r0, rows, y, lane));
+      if (done) return Status::ok();
     }
     DI_ASSIGN_OR_RETURN(const auto xq, quantised(false));
     if (c_.numerics.batch_invariant) {  // one kernel at every M: a row's sum order never changes
