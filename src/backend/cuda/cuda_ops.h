@@ -142,9 +142,14 @@ size_t fp8_linear_lt_workspace_bytes();
 /// (M, N, K, out type). Returns false with a message when cuBLASLt has no algorithm. `timed`: the
 /// plan takes the fastest of the heuristic's candidates, each timed once on these operands when
 /// the shape is first seen (synchronising the stream then; not while it is being captured), in
-/// place of the heuristic's first; such plans are cached apart from the untimed ones.
+/// place of the heuristic's first; the candidates include each one's splits of K where cuBLASLt
+/// allows them (the partial sums reduced in the workspace, in a fixed order); such plans are cached
+/// apart from the untimed ones.
 bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Weight& w, void* y, bool y_bf16,
                    void* workspace, void* stream = nullptr, bool timed = false);
+/// The cached fp8_linear_lt plan's algorithm of that shape in words ("tile 20 stages 8 split 4"),
+/// or "" where the shape has no plan yet.
+std::string fp8_linear_lt_algo(int64_t M, int64_t N, int64_t K, bool y_bf16, bool timed);
 
 // ---- V4 decode attention (one query token per sequence) ----
 /// 64 heads x 512 over one shared K=V head. Sequence b attends to the n_window[b] (<= 128) newest

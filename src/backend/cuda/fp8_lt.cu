@@ -102,4 +102,12 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   return true;
 }
 
+std::string fp8_linear_lt_algo(int64_t M, int64_t N, int64_t K, bool y_bf16, bool timed) {
+  detail::LtCache& c = detail::lt_cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  const detail::LtKind kind = timed ? detail::LtKind::kFp8BlockTimed : detail::LtKind::kFp8Block;
+  const auto it = c.plans.find(detail::LtKey{int(kind), M, N, K, y_bf16});
+  return it == c.plans.end() ? std::string() : detail::lt_algo_text(it->second.algo);
+}
+
 }  // namespace deepinfer::cuda

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/cuda_common.cuh"
 
@@ -57,10 +58,61 @@ inline void lt_destroy(LtPlan& p) {
 /// or the stream is being captured).
 using LtTimer = std::function<float(const LtPlan&, const cublasLtMatmulAlgo_t&)>;
 
+/// Splits of K tried beside each timed candidate that runs unsplit (lt_with_splits).
+inline constexpr uint32_t kLtSplits[] = {2, 3, 4, 6, 8};
+
+/// `algo` and, where it supports a split of K and runs unsplit, its variants split kLtSplits ways
+/// with the partial sums reduced in a workspace (compute type, else output type: never in place,
+/// whose order of additions is not fixed), each kept only where cublasLtMatmulAlgoCheck accepts it
+/// within kLtWorkspace. At a decode batch's rows (8-66 CTAs at 128 x 128 tiles for the 1-8 MB
+/// weights) the heuristic's candidates leave most SMs idle; a split of K fills them.
+inline void lt_with_splits(cublasLtHandle_t h, const LtPlan& p, const cublasLtMatmulAlgo_t& algo,
+                           std::vector<cublasLtMatmulAlgo_t>& out) {
+  out.push_back(algo);
+  int32_t can = 0;
+  uint32_t cur = 1, schemes = 0;
+  size_t n = 0;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &can, sizeof(can), &n) !=
+          CUBLAS_STATUS_SUCCESS || !can)
+    return;
+  if (cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &cur, sizeof(cur), &n) !=
+          CUBLAS_STATUS_SUCCESS || cur > 1)
+    return;
+  if (cublasLtMatmulAlgoCapGetAttribute(&algo, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes, sizeof(schemes),
+                                        &n) != CUBLAS_STATUS_SUCCESS)
+    return;
+  const uint32_t scheme = (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE)  ? CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE
+                          : (schemes & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE) ? CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE
+                                                                              : 0u;
+  if (!scheme) return;
+  for (uint32_t k : kLtSplits) {
+    cublasLtMatmulAlgo_t v = algo;
+    cublasLtMatmulHeuristicResult_t r{};
+    if (cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k, sizeof(k)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoConfigSetAttribute(&v, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme, sizeof(scheme)) ==
+            CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulAlgoCheck(h, p.desc, p.a, p.b, p.d, p.d, &v, &r) == CUBLAS_STATUS_SUCCESS &&
+        r.workspaceSize <= kLtWorkspace)
+      out.push_back(v);
+  }
+}
+
+/// The configuration of a plan's algorithm in words ("tile 20 stages 8 split 4"): what the bench
+/// prints beside a timed shape.
+inline std::string lt_algo_text(const cublasLtMatmulAlgo_t& a) {
+  uint32_t tile = 0, stages = 0, split = 1;
+  size_t n = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &n);
+  cublasLtMatmulAlgoConfigGetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split, sizeof(split), &n);
+  return "tile " + std::to_string(tile) + " stages " + std::to_string(stages) + " split " + std::to_string(split);
+}
+
 /// With c.mu held: the cached plan of `key`, or a new one: build(LtPlan&) -> cublasStatus_t creates
 /// the descriptor and the a, b, d layouts, then the heuristic picks the algorithm (D = C layout,
-/// workspace kLtWorkspace): its first, or with `timer` the fastest of its candidates as timed
-/// (the first where none could be). On failure whatever was built is destroyed and `who`'s
+/// workspace kLtWorkspace): its first, or with `timer` the fastest of its candidates and their
+/// splits of K (lt_with_splits) as timed (the first where none could be). On failure whatever was built is destroyed and `who`'s
 /// message is set.
 template <class Build>
 bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out,
@@ -96,10 +148,14 @@ bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, L
                 (std::get<4>(key) ? " (bf16 out)" : " (fp32 out)") + ", status " + std::to_string(int(st)));
   }
   p.algo = res[0].algo;
-  float best = -1.f;
-  for (int i = 0; timer && found > 1 && i < found; ++i) {
-    const float ms = (*timer)(p, res[i].algo);
-    if (ms >= 0.f && (best < 0.f || ms < best)) best = ms, p.algo = res[i].algo;
+  if (timer) {
+    std::vector<cublasLtMatmulAlgo_t> cand;
+    for (int i = 0; i < found; ++i) lt_with_splits(c.handle, p, res[i].algo, cand);
+    float best = -1.f;
+    for (const auto& a : cand) {
+      const float ms = cand.size() > 1 ? (*timer)(p, a) : -1.f;
+      if (ms >= 0.f && (best < 0.f || ms < best)) best = ms, p.algo = a;
+    }
   }
   *out = &(c.plans[key] = p);
   return true;

@@ -87,23 +87,57 @@ struct Job {
   int m, K;
 };
 
-template <int N, int S>
-__device__ __forceinline__ void issue(const Job& jb, uint32_t s_base, int c, int nchunk, int tid) {
-  if (c < nchunk) {
-    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
-    const uint32_t ws = st + N * 128;
+// A thread's cp.async jobs, one stage a call: its sources and the ring's stage advance by a chunk
+// after each, so the K loop does no index arithmetic (Nsight, EP shape: the copies had taken 62 of
+// the 262 instructions a warp issued per chunk, recomputing 64-bit addresses from the chunk index
+// and the stage from c % S). Jobs: the weight rows tid / 4 and tid / 4 + 64 (segment tid % 4),
+// scale row tid (< 128), x scale tid (< m), the group's x rows tid / 8 + 32 q (segment tid % 8).
+template <int N>
+struct Copier {
+  static constexpr int kXq = (N + 31) / 32;
+  const uint8_t* w;   // the first weight row's segment at the next chunk (the second: + wstride)
+  const uint8_t* s;   // the scale row
+  const float* xs;    // the x scale of row tid
+  const uint8_t* x;   // x row tid / 8, segment tid % 8 (row + 32 q: + q * x32)
+  int64_t wstride, x32, xs_step;
+  int wcs, scs;
+  uint32_t st, ring0, ring_end;  // the next chunk's stage; the ring
+  uint32_t o_x;                  // x row tid / 8's segment in a stage (row + 32 q: + 4096 q)
+  int left;                      // chunks not yet issued
+  bool p_s, p_xs, p_x[kXq];
+
+  __device__ __forceinline__ void issue(int tid) {
+    if (left > 0) {
+      const uint32_t ws = st + N * 128, o_w = (tid >> 2) * 64 + (tid & 3) * 16;
+      cp_async16(ws + o_w, w);
+      cp_async16(ws + o_w + 64 * 64, w + wstride);
+      if (p_s) cp_async4(ws + kStageW + tid * 4, s);
+      if (p_xs) cp_async4(ws + kStageW + 512 + tid * 4, xs);
 #pragma unroll
-    for (int q = 0; q < 2; ++q)
-      cp_async16(ws + ((tid >> 2) + 64 * q) * 64 + (tid & 3) * 16, jb.wj.weights(q, c));
-    if (tid < kRows) cp_async4(ws + kStageW + tid * 4, jb.wj.scales(c));
-    if (tid < N && tid < jb.m) cp_async4(ws + kStageW + 512 + tid * 4, jb.xssrc + c * jb.rows_total);
-    const int xr = tid >> 3, xseg = tid & 7;
-#pragma unroll
-    for (int q = 0; q < (N + 31) / 32; ++q)
-      if (xr + 32 * q < N && xr + 32 * q < jb.m)
-        cp_async16(st + x_off(xr + 32 * q, xseg), jb.xsrc + int64_t(32 * q) * jb.K + c * 128);
+      for (int q = 0; q < kXq; ++q)
+        if (p_x[q]) cp_async16(st + o_x + 4096 * q, x + q * x32);
+      w += wcs, s += scs, xs += xs_step, x += 128;
+      st = st + stage_bytes<N>() == ring_end ? ring0 : st + stage_bytes<N>();
+      --left;
+    }
+    cp_commit();
   }
-  cp_commit();
+};
+
+template <int N>
+__device__ __forceinline__ Copier<N> make_copier(const Job& jb, uint32_t s_base, int stages, int tid) {
+  Copier<N> cp;
+  cp.w = jb.wj.w, cp.wstride = jb.wj.wstride, cp.wcs = jb.wj.wcs;
+  cp.s = jb.wj.s, cp.scs = jb.wj.scs;
+  cp.xs = jb.xssrc, cp.xs_step = jb.rows_total;
+  cp.x = jb.xsrc, cp.x32 = int64_t(32) * jb.K;
+  cp.st = cp.ring0 = s_base, cp.ring_end = s_base + stages * stage_bytes<N>();
+  cp.o_x = x_off(tid >> 3, tid & 7);
+  cp.left = jb.K / 128;
+  cp.p_s = tid < kRows, cp.p_xs = tid < N && tid < jb.m;
+#pragma unroll
+  for (int q = 0; q < Copier<N>::kXq; ++q) cp.p_x[q] = (tid >> 3) + 32 * q < N && (tid >> 3) + 32 * q < jb.m;
+  return cp;
 }
 
 // The K loop and the epilogue at width N (>= the group's rows) in a ring of kRing bytes.
@@ -117,16 +151,22 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   float acc[N / 2], tmp[N / 2];
 #pragma unroll
   for (int i = 0; i < N / 2; ++i) acc[i] = 0.f, tmp[i] = 0.f;
+  Copier<N> cp = make_copier<N>(jb, s_base, S, tid);
 #pragma unroll
-  for (int i = 0; i < S - 2; ++i) issue<N, S>(jb, s_base, i, nchunk, tid);
-  // Chunk c's stage in for every thread, and every warp past chunk c - 1's wgmma (waited for at the
-  // end of its step), so the stage chunk c - 1 used may be refilled: then chunk c's A registers.
-  auto prepare = [&](int c, uint32_t (&a)[4][4]) {
+  for (int i = 0; i < S - 2; ++i) cp.issue(tid);
+  const uint32_t ring_end = s_base + S * stage_bytes<N>();
+  auto next_stage = [&](uint32_t st) { return st + stage_bytes<N>() == ring_end ? s_base : st + stage_bytes<N>(); };
+  // prepare: chunk c's stage in for every thread, and every warp past chunk c - 1's wgmma (waited
+  // for at the end of its step), so the stage chunk c - 1 used may be refilled (chunk c + S - 2):
+  // then chunk c's A registers. Called for c = 0, 1, ... in order; st_prep is chunk c's stage.
+  uint32_t st_prep = s_base;
+  auto prepare = [&](uint32_t (&a)[4][4]) {
     cp_wait<S - 3>();
     fence_proxy_async_shared();  // this thread's copies of stage c, visible to wgmma
     __syncthreads();
-    issue<N, S>(jb, s_base, c + S - 2, nchunk, tid);
-    const uint32_t ws = s_base + (c % S) * stage_bytes<N>() + N * 128;
+    cp.issue(tid);
+    const uint32_t ws = st_prep + N * 128;
+    st_prep = next_stage(st_prep);
     const uint4 w0 = lds_u4(ws + (warp * 16 + g) * 64 + t * 16), w1 = lds_u4(ws + (warp * 16 + g + 8) * 64 + t * 16);
     uint32_t l00, l01, l10, l11;
     e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g) * 4), 0u, 0x4440u + t), l00, l01);
@@ -140,14 +180,16 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   };
   // One step: chunk c's 4 wgmma (A in a) into a fresh fragment; chunk c + 1's A registers (next)
   // while they run; then the fragment added times the columns' x scales.
+  uint32_t st_step = s_base;  // chunk c's stage
   auto step = [&](int c, uint32_t (&a)[4][4], uint32_t (&next)[4][4]) {
-    const uint32_t st = s_base + (c % S) * stage_bytes<N>();
+    const uint32_t st = st_step;
+    st_step = next_stage(st_step);
     const uint64_t d0 = wgmma_desc_sw128(st);
     wgmma_fence();
 #pragma unroll
     for (int q = 0; q < 4; ++q) wgmma_e4m3_rs<N>(tmp, a[q], d0 + uint64_t(q * 2), q > 0);
     wgmma_commit();
-    if (c + 1 < nchunk) prepare(c + 1, next);
+    if (c + 1 < nchunk) prepare(next);
     wgmma_wait<0>();
 #pragma unroll
     for (int i = 0; i < N / 2; ++i) wgmma_fence_operand(tmp[i]);
@@ -167,7 +209,7 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
     }
   };
   uint32_t a0[4][4], a1[4][4];
-  prepare(0, a0);
+  prepare(a0);
   for (int c = 0; c < nchunk; c += 2) {  // two steps per turn: the A sets alternate
     step(c, a0, a1);
     if (c + 1 < nchunk) step(c + 1, a1, a0);
