@@ -88,6 +88,30 @@ ncu_step_table() {
   OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$args" tools/device/run_ncu.sh 2>&1 | tail -"$tail_n"
 }
 
+# ops_ab ARGS GREP [LINES]: `cuda_ops_bench OUT x ARGS` with the carried build before
+# (cuda_ops_bench-before) and this one, each within 60 s, printing the first LINES (default 4)
+# result lines that match GREP; output in $OUT/ops-NAME-BIN.{json,txt} (NAME: ARGS up to a colon).
+ops_ab() {
+  local args=$1 pat=$2 lines=${3:-4} b name=${1%%:*}
+  for b in cuda_ops_bench-before cuda_ops_bench; do
+    timeout 60 "$BIN/$b" "$OUT/ops-$name-$b.json" x "$args" > "$OUT/ops-$name-$b.txt" 2>&1
+    echo "$b $args rc=$?"; grep -E "$pat" "$OUT/ops-$name-$b.txt" | head -"$lines" | cut -c1-160
+  done
+}
+
+# ncu_ab REGEX METRICS ARGS: Nsight Compute's METRICS (comma-separated) for the first 2 kernels
+# matching REGEX in `cuda_ops_bench OUT x ARGS`, the build before and this one, each within 60 s.
+ncu_ab() {
+  local regex=$1 metrics=$2 args=$3 b ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$ncu" ] || { echo "no ncu"; return; }
+  for b in cuda_ops_bench-before cuda_ops_bench; do
+    timeout 60 "$ncu" -k "regex:$regex" -c 2 --metrics "$metrics" "$BIN/$b" /tmp/o.json x "$args" \
+      > "$OUT/ncu-${args%%:*}-$b.txt" 2>&1
+    echo "$b:"; grep -E "$regex|__" "$OUT/ncu-${args%%:*}-$b.txt" | grep -v "^==" | sed 's/  */ /g' | cut -c1-120
+  done
+}
+
 # plan_finish: the benches' JSON into the call's output ($FINAL), the scratch folder as logs.tgz.
 plan_finish() {
   cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null

@@ -32,10 +32,7 @@ run_sanitized "$BIN" 60 "memcheck:cuda_layer_ops_test:CudaLayerOps.Fp8Experts*" 
   "racecheck:cuda_layer_ops_test:CudaLayerOps.Fp8Experts*"
 
 echo "== op bench"
-for b in cuda_ops_bench-before cuda_ops_bench; do
-  timeout 60 "$BIN/$b" "$OUT/ops-moe-$b.json" x moe:32:48 > "$OUT/ops-moe-$b.txt" 2>&1
-  echo "$b moe:32:48 rc=$?"; grep -E "fp8|mxfp4" "$OUT/ops-moe-$b.txt" | head -8 | cut -c1-160
-done
+ops_ab moe:32:48 "fp8|mxfp4" 8
 for s in 1024:4096 512:4096 4096:8192 32768:1024 2048:4096 4096:2048; do
   timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-lt-$s.json" x "fp8paths:$s:1:256" > "$OUT/ops-lt-${s/:/x}.txt" 2>&1
   echo "fp8paths $s M=256 rc=$?"; grep -E "cublaslt|wgmma" "$OUT/ops-lt-${s/:/x}.txt" | cut -c1-160
@@ -47,15 +44,9 @@ export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
 before-ep256 $EP}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-100}"
 
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ] && [ $((SECONDS - START)) -lt 480 ]; then
+if [ $((SECONDS - START)) -lt 480 ]; then
   echo "== ncu: the expert kernels' instructions, before and after"
-  for b in cuda_ops_bench-before cuda_ops_bench; do
-    timeout 60 "$NCU" -k regex:mxfp4_fp8_kernel -c 2 --metrics \
-      gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed \
-      "$BIN/$b" /tmp/o.json x moe:32:48 > "$OUT/ncu-moe-$b.txt" 2>&1
-    echo "$b:"; grep -E "mxfp4_fp8_kernel|duration|inst_executed|issue_active|dram__" "$OUT/ncu-moe-$b.txt" | sed 's/  */ /g' | cut -c1-120
-  done
+  ncu_ab mxfp4_fp8_kernel gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active,dram__throughput.avg.pct_of_peak_sustained_elapsed moe:32:48
 fi
 plan_finish
 cp "$OUT"/ops-moe-*.json "$FINAL/" 2>/dev/null

@@ -31,19 +31,8 @@ run_sanitized "$BIN" 60 "memcheck:cuda_layer_ops_test:CudaLayerOps.Hc*:CudaLayer
   "racecheck:cuda_layer_ops_test:CudaLayerOps.Hc*:CudaLayerOps.Fp8Experts*"
 
 echo "== op bench"
-for b in cuda_ops_bench-before cuda_ops_bench; do
-  timeout 60 "$BIN/$b" "$OUT/ops-moe-$b.json" x moe:32:48 > "$OUT/ops-moe-$b.txt" 2>&1
-  echo "$b moe:32:48 rc=$?"; grep -E "fp8" "$OUT/ops-moe-$b.txt" | head -4 | cut -c1-160
-done
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-if [ -n "$NCU" ]; then
-  for b in cuda_ops_bench-before cuda_ops_bench; do
-    timeout 40 "$NCU" -k regex:mxfp4_fp8_kernel -c 2 --metrics \
-      gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active \
-      "$BIN/$b" /tmp/o.json x moe:32:48 > "$OUT/ncu-moe-$b.txt" 2>&1
-    echo "$b:"; grep -E "mxfp4_fp8_kernel|duration|inst_executed|issue_active" "$OUT/ncu-moe-$b.txt" | sed 's/  */ /g' | cut -c1-100
-  done
-fi
+ops_ab moe:32:48 fp8
+ncu_ab mxfp4_fp8_kernel gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pct_of_peak_sustained_active moe:32:48
 
 echo "== deepinfer bench (box ${BENCH_S:-230} s)"
 EP="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4"
