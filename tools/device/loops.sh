@@ -90,9 +90,9 @@ ncu_step_table() {
 
 # ops_ab ARGS GREP [LINES]: `cuda_ops_bench OUT x ARGS` with the carried build before
 # (cuda_ops_bench-before) and this one, each within 60 s, printing the first LINES (default 4)
-# result lines that match GREP; output in $OUT/ops-NAME-BIN.{json,txt} (NAME: ARGS up to a colon).
+# result lines that match GREP; output in $OUT/ops-NAME-BIN.{json,txt} (NAME: ARGS, colons as dashes).
 ops_ab() {
-  local args=$1 pat=$2 lines=${3:-4} b name=${1%%:*}
+  local args=$1 pat=$2 lines=${3:-4} b name=${1//:/-}
   for b in cuda_ops_bench-before cuda_ops_bench; do
     timeout 60 "$BIN/$b" "$OUT/ops-$name-$b.json" x "$args" > "$OUT/ops-$name-$b.txt" 2>&1
     echo "$b $args rc=$?"; grep -E "$pat" "$OUT/ops-$name-$b.txt" | head -"$lines" | cut -c1-160
@@ -107,8 +107,8 @@ ncu_ab() {
   [ -n "$ncu" ] || { echo "no ncu"; return; }
   for b in cuda_ops_bench-before cuda_ops_bench; do
     timeout 60 "$ncu" -k "regex:$regex" -c 2 --metrics "$metrics" "$BIN/$b" /tmp/o.json x "$args" \
-      > "$OUT/ncu-${args%%:*}-$b.txt" 2>&1
-    echo "$b:"; grep -E "$regex|__" "$OUT/ncu-${args%%:*}-$b.txt" | grep -v "^==" | sed 's/  */ /g' | cut -c1-120
+      > "$OUT/ncu-${args//:/-}-$b.txt" 2>&1
+    echo "$b:"; grep -E "$regex|__" "$OUT/ncu-${args//:/-}-$b.txt" | grep -v "^==" | sed 's/  */ /g' | cut -c1-120
   done
 }
 

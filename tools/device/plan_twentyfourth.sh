@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The next session's first device call (written 2026-12-05 night, the device budget spent):
+#   tools/device/pending/twentyfourth-router-staged.patch: the router's logits past 8 tokens from a
+#   shared-memory ring (router_logits_staged_kernel, new src/backend/cuda/moe_route.cu with the
+#   routing moved out of layer_ops.cu): each token row read once per block instead of once per
+#   warp (the EP step's 256 x 32 router pulled ~128 MB through L2 for 4 MB of rows: 24 us a layer
+#   on the H100). Same per-lane values and fmaf order: the router tests check every tile shape
+#   bitwise against the direct kernel (RouteRowInvariance: 7 rows run the direct kernel, 64 / 128 /
+#   300 / 4100 the staged tiles) and against the CPU.
+#   tools/device/pending/twentyfourth-route-bench.patch: `cuda_ops_bench OUT x route:T:E` (apply it
+#   for both builds so the A/B has the same bench).
+# Build (here):
+#   git apply tools/device/pending/twentyfourth-route-bench.patch
+#   ninja -C build deepinfer cuda_ops_bench && cp build/tools/deepinfer/deepinfer /tmp/deepinfer-before &&
+#     cp build/tests/cuda/cuda_ops_bench /tmp/cuda_ops_bench-before
+#   git apply tools/device/pending/twentyfourth-router-staged.patch   (new files: git add -N them)
+#   ninja -C build deepinfer cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test cuda_ops_bench
+#   T=build/tests/cuda; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before \
+#     $T/cuda_layer_ops_test $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_v4_engine_test \
+#     $T/cuda_ops_bench /tmp/cuda_ops_bench-before
+#   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfourth.sh")
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+START=$SECONDS
+source tools/device/loops.sh
+plan_env
+
+echo "== tests"
+GTEST_FILTER='CudaLayerOps.Route*:CudaLayerOps.MoeSublayer*' run_tests "$BIN" 60 cuda_layer_ops_test
+KRC=$TEST_RC
+run_tests "$BIN" "${TESTS_S:-130}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
+[ "$KRC" = 0 ] || TEST_RC=1
+run_sanitized "$BIN" 60 "memcheck:cuda_layer_ops_test:CudaLayerOps.Route*" "racecheck:cuda_layer_ops_test:CudaLayerOps.Route*"
+
+echo "== op bench: the router"
+for sh in route:256:32 route:256:256 route:64:256 route:16:32; do ops_ab "$sh" moe_route 1; done
+ncu_ab router_logits gpu__time_duration.sum,lts__t_bytes.sum,smsp__issue_active.avg.pct_of_peak_sustained_active route:256:32
+
+echo "== deepinfer bench (box ${BENCH_S:-100} s)"
+EP="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
+before-ep256 $EP}"
+run_benches "$BIN/deepinfer" "${BENCH_S:-100}"
+plan_finish
+echo "tests rc=${TEST_RC:-?} sanitizer rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
