@@ -112,8 +112,8 @@ inline std::string lt_algo_text(const cublasLtMatmulAlgo_t& a) {
 /// With c.mu held: the cached plan of `key`, or a new one: build(LtPlan&) -> cublasStatus_t creates
 /// the descriptor and the a, b, d layouts, then the heuristic picks the algorithm (D = C layout,
 /// workspace kLtWorkspace): its first, or with `timer` the fastest of its candidates and their
-/// splits of K (lt_with_splits) as timed (the first where none could be). On failure whatever was built is destroyed and `who`'s
-/// message is set.
+/// splits of K (lt_with_splits) as timed (the first where none could be). On failure whatever was
+/// built is destroyed and `who`'s message is set.
 template <class Build>
 bool lt_get_plan(LtCache& c, const LtKey& key, const char* who, Build&& build, LtPlan** out,
                  const LtTimer* timer = nullptr) {
