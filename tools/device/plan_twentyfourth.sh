@@ -9,11 +9,17 @@
 #   300 / 4100 the staged tiles) and against the CPU.
 #   tools/device/pending/twentyfourth-route-bench.patch: `cuda_ops_bench OUT x route:T:E` (apply it
 #   for both builds so the A/B has the same bench).
+#   tools/device/pending/twentyfourth-fill-state.patch: `deepinfer bench --fill-state` (decode only:
+#   each state filled with random entries of --prompt-len tokens, Model::fill_synthetic_state), so
+#   the issue's EP row at context 4096 (and 32k rows at large batches) cost no prefill. Checked here
+#   by V4Synthetic.FilledStateDecodes and by the EP step at context 512 both ways (filled and
+#   prefilled: the step times should agree within the run-to-run spread).
 # Build (here):
 #   git apply tools/device/pending/twentyfourth-route-bench.patch
 #   ninja -C build deepinfer cuda_ops_bench && cp build/tools/deepinfer/deepinfer /tmp/deepinfer-before &&
 #     cp build/tests/cuda/cuda_ops_bench /tmp/cuda_ops_bench-before
-#   git apply tools/device/pending/twentyfourth-router-staged.patch   (new files: git add -N them)
+#   git apply tools/device/pending/twentyfourth-router-staged.patch tools/device/pending/twentyfourth-fill-state.patch
+#   (the router patch adds src/backend/cuda/moe_route.cu and lane_math.cuh)
 #   ninja -C build deepinfer cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test cuda_ops_bench
 #   T=build/tests/cuda; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before \
 #     $T/cuda_layer_ops_test $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_v4_engine_test \
@@ -28,7 +34,7 @@ plan_env
 echo "== tests"
 GTEST_FILTER='CudaLayerOps.Route*:CudaLayerOps.MoeSublayer*' run_tests "$BIN" 60 cuda_layer_ops_test
 KRC=$TEST_RC
-run_tests "$BIN" "${TESTS_S:-130}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
+run_tests "$BIN" "${TESTS_S:-140}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
 [ "$KRC" = 0 ] || TEST_RC=1
 run_sanitized "$BIN" 60 "memcheck:cuda_layer_ops_test:CudaLayerOps.Route*" "racecheck:cuda_layer_ops_test:CudaLayerOps.Route*"
 
@@ -36,10 +42,12 @@ echo "== op bench: the router"
 for sh in route:256:32 route:256:256 route:64:256 route:16:32; do ops_ab "$sh" moe_route 1; done
 ncu_ab router_logits gpu__time_duration.sum,lts__t_bytes.sum,smsp__issue_active.avg.pct_of_peak_sustained_active route:256:32
 
-echo "== deepinfer bench (box ${BENCH_S:-100} s)"
-EP="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 4"
-export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP
-before-ep256 $EP}"
-run_benches "$BIN/deepinfer" "${BENCH_S:-100}"
+echo "== deepinfer bench (box ${BENCH_S:-170} s)"
+EP="--synthetic v4-flash-ep8 --batch 256 --gen-len 4"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256 $EP --prompt-len 512
+before-ep256 $EP --prompt-len 512
+ep256fill $EP --prompt-len 512 --fill-state
+ep256c4kfill $EP --prompt-len 4096 --fill-state}"
+run_benches "$BIN/deepinfer" "${BENCH_S:-170}"
 plan_finish
 echo "tests rc=${TEST_RC:-?} sanitizer rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
