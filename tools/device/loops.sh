@@ -14,6 +14,14 @@ plan_env() {
   nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv,noheader
 }
 
+# plan_start: a plan's start after `source "$(dirname "$0")/loops.sh"`: the repository root as the
+# working directory, START = now (SECONDS), then plan_env.
+plan_start() {
+  cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+  START=$SECONDS
+  plan_env
+}
+
 # run_tests DIR BOX_S TEST... runs each test binary DIR/TEST (output in $OUT/test-TEST.txt) within
 # BOX_S seconds in all, prints a line per test with its OK / FAILED / SKIPPED counts and the
 # failure lines, and sets TEST_RC to 1 if any failed or was missing.

@@ -16,10 +16,8 @@
 # context 32768 then needs roughly 28 GB of weights + 55-110 GB of state: the H200 only (on an H100
 # the run stops with an out-of-memory error naming the buffer).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 F4="--synthetic v4-flash:4"
 EP="--synthetic v4-flash-ep8"

@@ -26,10 +26,8 @@
 #     $T/cuda_ops_bench /tmp/cuda_ops_bench-before
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfourth.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== tests"
 GTEST_FILTER='CudaLayerOps.Route*:CudaLayerOps.MoeSublayer*' run_tests "$BIN" 60 cuda_layer_ops_test

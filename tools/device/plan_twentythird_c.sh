@@ -6,10 +6,8 @@
 # Build (here): T=build/tests/cuda; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before \
 #   $T/cuda_layer_ops_test; run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && tools/device/plan_twentythird_c.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 GTEST_FILTER='CudaLayerOps.Hc*' run_tests "$BIN" 30 cuda_layer_ops_test
 EP="--synthetic v4-flash-ep8 --batch 256 --prompt-len 512 --gen-len 3"
 F4="--synthetic v4-flash:4"
