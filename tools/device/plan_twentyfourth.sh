@@ -14,16 +14,9 @@
 #   the issue's EP row at context 4096 (and 32k rows at large batches) cost no prefill. Checked here
 #   by V4Synthetic.FilledStateDecodes and by the EP step at context 512 both ways (filled and
 #   prefilled: the step times should agree within the run-to-run spread).
-# Build (here):
-#   git apply tools/device/pending/twentyfourth-route-bench.patch
-#   ninja -C build deepinfer cuda_ops_bench && cp build/tools/deepinfer/deepinfer /tmp/deepinfer-before &&
-#     cp build/tests/cuda/cuda_ops_bench /tmp/cuda_ops_bench-before
-#   git apply tools/device/pending/twentyfourth-router-staged.patch tools/device/pending/twentyfourth-fill-state.patch
-#   (the router patch adds src/backend/cuda/moe_route.cu and lane_math.cuh)
-#   ninja -C build deepinfer cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test cuda_ops_bench
-#   T=build/tests/cuda; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before \
-#     $T/cuda_layer_ops_test $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_v4_engine_test \
-#     $T/cuda_ops_bench /tmp/cuda_ops_bench-before
+# Build (here): tools/device/build_pending_ab.sh tools/device/pending/twentyfourth-route-bench.patch \
+#   "tools/device/pending/twentyfourth-router-staged.patch tools/device/pending/twentyfourth-fill-state.patch"
+#   (the route bench in both builds; the router patch adds src/backend/cuda/moe_route.cu and lane_math.cuh)
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfourth.sh")
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
