@@ -13,9 +13,8 @@
 # (tools/device/pack_bins.sh: deepinfer, deepinfer-before, the tests, cuda_attn_lt_bench):
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentieth.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== tests (box ${TESTS_S:-150} s)"
 # shellcheck disable=SC2086

@@ -23,10 +23,8 @@
 # binaries and cuda_attn_lt_bench), with timeout_s 590:
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== tests (box ${TESTS_S:-150} s)"
 # shellcheck disable=SC2086

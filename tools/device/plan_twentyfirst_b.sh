@@ -16,10 +16,8 @@
 # timeout_s 590:
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst_b.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== kernel tests (box ${KTESTS_S:-100} s)"
 GTEST_FILTER='CudaOps.Fp8Wgmma*:CudaLayerOps.*:-CudaLayerOps.PrefillSpeed' run_tests "$BIN" "${KTESTS_S:-100}" \

@@ -10,10 +10,8 @@
 # Run after `tar xJf .device-bin.tar.xz` (deepinfer, deepinfer-before, the test binaries):
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst_c.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== kernel tests (box ${KTESTS_S:-90} s)"
 GTEST_FILTER='CudaOps.Quantize*:CudaOps.RmsNorm*:CudaOps.Fp8*:CudaLayerOps.*:-CudaLayerOps.PrefillSpeed' \

@@ -10,9 +10,8 @@
 #   run(carry=[".device-bin.tar.xz"], timeout_s=200,
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfirst_d.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== tests"
 GTEST_FILTER='CudaOps.Quantize*:CudaLayerOps.Hc*' run_tests "$BIN" "${KTESTS_S:-25}" cuda_ops_test cuda_layer_ops_test

@@ -23,10 +23,8 @@
 #   run(carry=[".device-bin.tar.xz"], timeout_s=590,
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentysecond.sh")
 set -uo pipefail
-cd "$(dirname "$0")/../.."
-START=$SECONDS
-source tools/device/loops.sh
-plan_env
+source "$(dirname "$0")/loops.sh"
+plan_start
 
 echo "== tests"
 GTEST_FILTER='CudaLayerOps.Hc*' run_tests "$BIN" "${KTESTS_S:-30}" cuda_layer_ops_test
