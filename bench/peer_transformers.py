@@ -3,17 +3,19 @@
 
 Builds a random-weight DeepSeek-V4-Flash with the first N layers (bf16, on one CUDA device), then
 measures, each in its own try/except:
-  - prefill: one forward over --prefill-tokens tokens at batch 1 (median of --prefill-reps, after one
-    warm-up), tokens_per_s = tokens / median seconds;
-  - decode at each --batches size: prefill --context tokens per sequence (in chunks, so eager
-    attention's [B, 64, chunk, keys] scores fit), then step_ms = median of --steps timed calls of
-    model(input_ids=next, past_key_values=cache, use_cache=True), each between two
+  - prefill at each --prefill-tokens length: one forward at batch 1 (median of --prefill-reps, after
+    one warm-up), tokens_per_s = tokens / median seconds;
+  - decode at each --batches size and each --contexts length: prefill the context per sequence (in
+    chunks, so eager attention's [B, 64, chunk, keys] scores fit), then step_ms = median of --steps
+    timed calls of model(input_ids=next, past_key_values=cache, use_cache=True), each between two
     torch.cuda.synchronize(); tokens_per_s = batch * 1000 / step_ms.
-Writes {"machine", "torch", "transformers", "rows": [...]} to --out; a failed or skipped measurement is
-a row with "error". Progress goes to stderr.
+Rows run cheapest first (prefill by length, then decode by the tokens its context fill costs), so a
+--time-budget cut loses the dearest ones. Writes {"machine", "torch", "transformers", "rows": [...]}
+to --out; a failed or skipped measurement is a row with "error". Progress goes to stderr.
 
   python3 bench/peer_transformers.py --out bench/results/peer-transformers-h200.json
   python3 bench/peer_transformers.py --print-config      # the config dict; needs no torch
+  python3 bench/peer_transformers.py --plan --batches 1,8,32 --contexts 4096,32768  # the rows, in order
 
 Needs PyTorch and transformers >= 5.8.1 with models/deepseek_v4 (written against 5.17's field names,
 the ones tools' fixtures /work/shared/fixtures/tiny-v4-*/config.json were saved with).
@@ -169,10 +171,10 @@ def parse_args(argv):
     p.add_argument("--saved-config", default=os.path.join(REPO_ROOT, "tests/data/tiny-v4-a/config.json"),
                    help="a config.json saved by transformers 5.17, for --print-config's field-name check")
     p.add_argument("--batches", default="1,32", help="decode batch sizes, comma separated")
-    p.add_argument("--context", type=int, default=4096, help="decode context per sequence")
+    p.add_argument("--contexts", "--context", default="4096", help="decode contexts per sequence, comma separated")
     p.add_argument("--steps", type=int, default=20, help="timed decode steps (>= 10)")
     p.add_argument("--warmup", type=int, default=3, help="untimed decode steps before timing")
-    p.add_argument("--prefill-tokens", type=int, default=2048, help="batch-1 prefill length")
+    p.add_argument("--prefill-tokens", default="2048", help="batch-1 prefill lengths, comma separated")
     p.add_argument("--prefill-reps", type=int, default=3, help="timed prefill forwards")
     p.add_argument("--chunk-tokens", type=int, default=8192,
                    help="tokens (batch x chunk) per forward while filling a decode context")
@@ -181,11 +183,34 @@ def parse_args(argv):
                    help="config._experts_implementation to force (eager|grouped_mm|batched_mm); "
                         "default: transformers' own choice")
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--plan", action="store_true", help="print the rows in the order they would run, exit; needs no torch")
     args = p.parse_args(argv)
     if args.steps < 10:
         p.error("--steps must be >= 10")
-    args.batch_list = [int(b) for b in args.batches.split(",") if b]
+    args.batch_list = positive_list(p, "--batches", args.batches)
+    args.context_list = positive_list(p, "--contexts", args.contexts)
+    args.prefill_list = positive_list(p, "--prefill-tokens", args.prefill_tokens)
     return args
+
+
+def positive_list(parser, name, text):
+    """'1,32' -> [1, 32]; anything else than positive integers is a usage error."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        parser.error(f"{name} must be comma-separated integers, got {text!r}")
+    if not values or any(v <= 0 for v in values):
+        parser.error(f"{name} must be positive integers, got {text!r}")
+    return values
+
+
+def planned_rows(model_name, args):
+    """Every row to measure, cheapest first: the prefills by length, then the decodes by the tokens
+    their context fill forwards (batch x context), the smaller batch first on a tie."""
+    rows = [{"model": model_name, "phase": "prefill", "batch": 1, "context": t} for t in sorted(set(args.prefill_list))]
+    decode = [(b * c, b, c) for b in set(args.batch_list) for c in set(args.context_list)]
+    rows += [{"model": model_name, "phase": "decode", "batch": b, "context": c} for _, b, c in sorted(decode)]
+    return rows
 
 
 class Budget:
@@ -412,19 +437,21 @@ def main(argv):
         return 1 if problems else 0
     if problems:
         raise SystemExit(f"config problems: {problems}")
+    model_name = f"v4-flash-{args.layers}"
+    planned = planned_rows(model_name, args)
+    if args.plan:
+        for base in planned:
+            print(json.dumps(base))
+        return 0
 
     budget = Budget(args.time_budget)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch  # lazily: --print-config runs without torch
     import transformers
 
-    model_name = f"v4-flash-{args.layers}"
     doc = {"machine": "", "torch": torch.__version__, "transformers": transformers.__version__,
            "model": model_name, "config": cfg_dict, "rows": []}
     rows = doc["rows"]
-    planned = [{"model": model_name, "phase": "prefill", "batch": 1, "context": args.prefill_tokens}]
-    planned += [{"model": model_name, "phase": "decode", "batch": b, "context": args.context}
-                for b in args.batch_list]
     if not torch.cuda.is_available():
         for base in planned:
             rows.append({**base, "error": "no CUDA device"})
@@ -466,9 +493,9 @@ def main(argv):
     with torch.inference_mode():
         for base in planned:
             if base["phase"] == "prefill":
-                fn = lambda: measure_prefill(torch, model, vocab, args.prefill_tokens, args)  # noqa: E731
+                fn = (lambda t: lambda: measure_prefill(torch, model, vocab, t, args))(base["context"])
             else:
-                fn = (lambda b: lambda: measure_decode(torch, model, vocab, b, args.context, args))(base["batch"])
+                fn = (lambda b, c: lambda: measure_decode(torch, model, vocab, b, c, args))(base["batch"], base["context"])
             run_row(torch, rows, budget, base, fn)
             write_json(args.out, doc)
     doc["total_s"] = round(budget.elapsed(), 1)

@@ -36,6 +36,25 @@ def peer_for(peer, model, phase, batch, context):
     return None
 
 
+def prefill_row(b, f, model, peer):
+    """The prefill row of one bench file (its tokens/s, time, floor and, with --profile, parts)."""
+    batch, prompt = b["batch"], b["prompt_len"]
+    prefill_ms = prompt * batch / b["prefill_tokens_per_s"] * 1e3
+    pfloor = b.get("prefill_floor_ms")
+    row = {"model": model, "phase": "prefill", "batch": batch, "context": prompt,
+           "tokens_per_s": round(b["prefill_tokens_per_s"], 1), "step_ms": round(prefill_ms, 3),
+           "floor_ms": round(pfloor, 3) if pfloor else None,
+           "floor_ratio": round(prefill_ms / pfloor, 2) if pfloor else None,
+           "peer": peer_for(peer, model, "prefill", batch, prompt), "source": f.split("/")[-1]}
+    if pfloor:
+        row["flops_per_prompt"] = b.get("prefill_flops")
+        row["fp8_tflops"] = b.get("fp8_tflops")
+    if b.get("prefill_profile_ms"):  # --profile: parts (each with its floor), eager
+        row["profile_ms"] = b["prefill_profile_ms"]
+        row["bf16_tflops"] = b.get("bf16_tflops")
+    return row
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--machine", required=True)
@@ -51,20 +70,8 @@ def main():
         b = json.load(open(f))
         model = model_name(b)
         batch, prompt, gen = b["batch"], b["prompt_len"], b["gen_len"]
-        prefill_ms = prompt * batch / b["prefill_tokens_per_s"] * 1e3
-        pfloor = b.get("prefill_floor_ms")
-        row = {"model": model, "phase": "prefill", "batch": batch, "context": prompt,
-               "tokens_per_s": round(b["prefill_tokens_per_s"], 1), "step_ms": round(prefill_ms, 3),
-               "floor_ms": round(pfloor, 3) if pfloor else None,
-               "floor_ratio": round(prefill_ms / pfloor, 2) if pfloor else None,
-               "peer": peer_for(peer, model, "prefill", batch, prompt), "source": f.split("/")[-1]}
-        if pfloor:
-            row["flops_per_prompt"] = b.get("prefill_flops")
-            row["fp8_tflops"] = b.get("fp8_tflops")
-        if b.get("prefill_profile_ms"):  # --profile: parts (each with its floor), eager
-            row["profile_ms"] = b["prefill_profile_ms"]
-            row["bf16_tflops"] = b.get("bf16_tflops")
-        rows.append(row)
+        if b.get("prefill_tokens_per_s") is not None:  # None: --fill-state, no prefill ran
+            rows.append(prefill_row(b, f, model, peer))
         if gen > 0:
             step, floor = b["decode_step_ms"], b["decode_floor_ms"]
             row = {"model": model, "phase": "decode", "batch": batch, "context": prompt + gen // 2,

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""The benchmark scripts' host-side logic (no GPU, no torch): bench/peer_transformers.py's config,
+argument lists and row order, and tools/device/collect_bench.py's merge of bench files and peer rows
+into the results format (docs/performance.md, bench/results/*.json)."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PEER = os.path.join(ROOT, "bench", "peer_transformers.py")
+COLLECT = os.path.join(ROOT, "tools", "device", "collect_bench.py")
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+peer = load(PEER, "peer_transformers")
+
+
+class PeerScript(unittest.TestCase):
+    def test_config_is_consistent_and_uses_saved_field_names(self):
+        cfg = peer.flash_config_dict(4)
+        self.assertEqual(peer.check_config_dict(cfg), [])
+        saved = os.path.join(ROOT, "tests", "data", "tiny-v4-a", "config.json")
+        self.assertEqual(peer.check_field_names(cfg, saved), [])
+        self.assertEqual(cfg["layer_types"], ["sliding_attention", "sliding_attention",
+                                              "compressed_sparse_attention", "heavily_compressed_attention"])
+        self.assertEqual(cfg["mlp_layer_types"], ["hash_moe"] * 3 + ["moe"])
+
+    def test_layer_count_out_of_range_is_refused(self):
+        with self.assertRaises(ValueError):
+            peer.flash_config_dict(44)
+
+    def test_rows_run_cheapest_first_without_repeats(self):
+        args = peer.parse_args(["--batches", "32,1,256,1", "--contexts", "32768,4096",
+                                "--prefill-tokens", "8192,1024"])
+        rows = [(r["phase"], r["batch"], r["context"]) for r in peer.planned_rows("v4-flash-4", args)]
+        # 32 x 32768 and 256 x 4096 fill the same tokens: the smaller batch first
+        self.assertEqual(rows, [("prefill", 1, 1024), ("prefill", 1, 8192),
+                                ("decode", 1, 4096), ("decode", 1, 32768), ("decode", 32, 4096),
+                                ("decode", 32, 32768), ("decode", 256, 4096), ("decode", 256, 32768)])
+
+    def test_defaults_are_the_published_peer_shapes(self):
+        args = peer.parse_args([])
+        rows = [(r["phase"], r["batch"], r["context"]) for r in peer.planned_rows("v4-flash-4", args)]
+        self.assertEqual(rows, [("prefill", 1, 2048), ("decode", 1, 4096), ("decode", 32, 4096)])
+
+    def test_bad_lists_are_usage_errors(self):
+        for argv in (["--batches", "0"], ["--contexts", "4k"], ["--prefill-tokens", ""], ["--steps", "3"]):
+            with self.subTest(argv=argv), self.assertRaises(SystemExit) as cm:
+                with open(os.devnull, "w") as devnull:
+                    stderr, sys.stderr = sys.stderr, devnull
+                    try:
+                        peer.parse_args(argv)
+                    finally:
+                        sys.stderr = stderr
+            self.assertEqual(cm.exception.code, 2)
+
+    def test_plan_prints_rows_without_torch(self):
+        out = subprocess.run([sys.executable, PEER, "--plan", "--batches", "8", "--contexts", "4096"],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertEqual([json.loads(line) for line in out.splitlines()],
+                         [{"model": "v4-flash-4", "phase": "prefill", "batch": 1, "context": 2048},
+                          {"model": "v4-flash-4", "phase": "decode", "batch": 8, "context": 4096}])
+
+
+def bench_file(batch, prompt, gen, prefill_tps, step_ms=2.0, floor_ms=1.0, **extra):
+    doc = {"synthetic": {"spec": "v4-flash", "layers": 4, "experts": 256}, "batch": batch,
+           "prompt_len": prompt, "gen_len": gen, "prefill_tokens_per_s": prefill_tps,
+           "decode_step_ms": step_ms, "decode_floor_ms": floor_ms,
+           "decode_tokens_per_s": batch * 1e3 / step_ms}
+    doc.update(extra)
+    return doc
+
+
+class CollectBench(unittest.TestCase):
+    def collect(self, benches, peer_doc):
+        with tempfile.TemporaryDirectory() as tmp:
+            files = []
+            for i, b in enumerate(benches):
+                files.append(os.path.join(tmp, f"bench-{i}.json"))
+                with open(files[-1], "w") as f:
+                    json.dump(b, f)
+            peer_path = os.path.join(tmp, "peer.json")
+            with open(peer_path, "w") as f:
+                json.dump(peer_doc, f)
+            out = subprocess.run([sys.executable, COLLECT, "--machine", "m", "--git-rev", "r", "--command", "c",
+                                  "--peer", peer_path] + files, capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
+    def test_rows_floors_and_peers_by_shape(self):
+        peer_doc = {"model": "v4-flash-4", "rows": [
+            {"phase": "decode", "batch": 32, "context": 4096, "tokens_per_s": 800.0},
+            {"phase": "decode", "batch": 32, "context": 32768, "tokens_per_s": 500.0},
+            {"phase": "prefill", "batch": 1, "context": 8192, "tokens_per_s": 20000.0}]}
+        doc = self.collect([
+            bench_file(32, 32768, 8, None, step_ms=4.0, floor_ms=2.0, fill_state=True),
+            bench_file(1, 8192, 2, 100000.0, prefill_floor_ms=40.0),
+        ], peer_doc)
+        self.assertEqual(doc["machine"], "m")
+        rows = [(r["phase"], r["batch"], r["context"], r["floor_ratio"], (r["peer"] or {}).get("tokens_per_s"))
+                for r in doc["rows"]]
+        # the filled state has no prefill row; its decode row's peer is the 32k one
+        self.assertEqual(rows, [("decode", 32, 32772, 2.0, 500.0),
+                                ("prefill", 1, 8192, 2.05, 20000.0),
+                                ("decode", 1, 8193, 2.0, None)])
+        self.assertAlmostEqual(doc["rows"][1]["step_ms"], 81.92)
+        self.assertEqual(doc["rows"][0]["tokens_per_s"], 8000.0)
+
+
+if __name__ == "__main__":
+    unittest.main()
