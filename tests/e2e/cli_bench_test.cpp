@@ -62,6 +62,23 @@ TEST_F(CliBench, CpuEngineModeReportsBothRates) {
   expect_usage_error(tiny() + " --engine --gen-len 1", "--gen-len >= 2");
 }
 
+// --engine --churn: batch x churn requests of gen/2 .. 3 gen/2 tokens through the batch's slots,
+// every token of every request counted (run_requests checks each request's count).
+TEST_F(CliBench, CpuEngineChurnCountsEveryRequest) {
+  const std::string json = dir_.path + "/churn.json";
+  const CliRun r = bench(tiny() + " --prompt-len 3 --gen-len 4 --batch 2 --threads 1 --engine --churn 3 --json '" + json + "'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("churn"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(json));
+  const auto& c = j["engine"]["churn"];
+  EXPECT_EQ(c["requests"].get<int64_t>(), 6);
+  EXPECT_GE(c["tokens"].get<int64_t>(), 6 * 2);
+  EXPECT_LE(c["tokens"].get<int64_t>(), 6 * 6);
+  EXPECT_GT(c["tokens_per_s"].get<double>(), 0.0);
+  expect_usage_error(tiny() + " --churn 2", "applies to --engine");
+  expect_usage_error(tiny() + " --engine --churn -1", "applies to --engine");
+}
+
 // --floors: the parts' floors of a --synthetic shape from its config alone, on any machine. The
 // prefill's FLOPs are 8,192 tokens through the first four V4-Flash layers' weights (the same count
 // prefill_flops makes, worked out in model_prefill_flops_test) and the parts' floors add up.

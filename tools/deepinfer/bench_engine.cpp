@@ -14,14 +14,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-EngineOptions engine_options(const Model& m, const EngineBenchArgs& a) {
+EngineOptions engine_options(const Model& m, const EngineBenchArgs& a, int64_t max_gen) {
   EngineOptions eo;
   eo.device = a.device;
   eo.load_tokenizer = false;
   eo.prefix_cache_bytes = 0;  // random prompts share nothing
-  eo.max_context = std::max<int64_t>(a.prompt_len + a.gen_len + 1, 2);
+  eo.max_context = std::max<int64_t>(a.prompt_len + max_gen + 1, 2);
   eo.sched.max_running = a.batch;
-  eo.sched.max_waiting = std::max<int64_t>(eo.sched.max_waiting, a.batch);
+  eo.sched.max_waiting = std::max<int64_t>(eo.sched.max_waiting, a.batch * std::max<int64_t>(a.churn, 1));
   // Room for every sequence at its full length: the bench measures decoding, not preemption.
   const v4::StateSizes& z = m.info().state;
   const double need = static_cast<double>(z.bytes_per_sequence) + z.bytes_per_token * static_cast<double>(eo.max_context);
@@ -29,34 +29,31 @@ EngineOptions engine_options(const Model& m, const EngineBenchArgs& a) {
   return eo;
 }
 
-Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool overlap, int64_t gen_len) {
-  EngineOptions eo = engine_options(model, a);
-  eo.overlap = overlap;
-  DI_ASSIGN_OR_RETURN(std::unique_ptr<EngineClient> engine, make_engine(model_view(model), eo));
+// Submits one request per entry of max_tokens (random prompts of --prompt-len tokens, greedy,
+// ignore_eos) and reads every stream to its end: each stream's token arrival times (stamped as
+// read), after checking that each finished by length with all of its tokens.
+Result<std::vector<std::vector<Clock::time_point>>> run_requests(EngineClient& engine, const Model& model,
+                                                                 const EngineBenchArgs& a,
+                                                                 const std::vector<int64_t>& max_tokens) {
   std::mt19937 rng(4321);
   std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(model.info().vocab_size - 1));
   std::vector<std::shared_ptr<RequestStream>> streams;
   const auto t0 = Clock::now();
-  for (int64_t i = 0; i < a.batch; ++i) {
+  for (size_t i = 0; i < max_tokens.size(); ++i) {
     EngineRequest r;
     r.id = "bench-" + std::to_string(i);
     r.prompt.resize(static_cast<size_t>(a.prompt_len));
     for (auto& t : r.prompt) t = tok(rng);
     r.sampling.temperature = 0.0f;
-    r.sampling.max_tokens = gen_len;
+    r.sampling.max_tokens = max_tokens[i];
     r.sampling.ignore_eos = true;
     r.sampling.seed = 1;
-    DI_ASSIGN_OR_RETURN(auto s, engine->submit(std::move(r)));
+    DI_ASSIGN_OR_RETURN(auto s, engine.submit(std::move(r)));
     streams.push_back(std::move(s));
   }
-  // The steady state is the full-batch window: from the arrival of the last first token (every
-  // prefill done) to the arrival of the first last token (no sequence finished yet), so every step
-  // in it decodes the whole batch. (The engine decodes first, so early sequences run beside later
-  // prefills; a short --gen-len leaves no such window.) Tokens are stamped as they are read.
-  const int64_t total = a.batch * gen_len;
   std::vector<std::vector<Clock::time_point>> at(streams.size());
   std::vector<bool> open(streams.size(), true);
-  int64_t done = 0, open_count = static_cast<int64_t>(streams.size());
+  int64_t open_count = static_cast<int64_t>(streams.size());
   while (open_count > 0) {
     if (secs(t0, Clock::now()) > 3600) return Status::internal("engine bench: no progress in an hour");
     bool any = false;
@@ -73,12 +70,27 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
         }
         if (ev->kind != StreamEvent::Kind::kTokens) continue;
         at[i].insert(at[i].end(), ev->tokens.size(), Clock::now());
-        done += static_cast<int64_t>(ev->tokens.size());
       }
     }
     if (!any) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
-  if (done != total) return Status::internal("engine bench: " + std::to_string(done) + " tokens, expected " + std::to_string(total));
+  for (size_t i = 0; i < at.size(); ++i)
+    if (static_cast<int64_t>(at[i].size()) != max_tokens[i])
+      return Status::internal("engine bench: request " + std::to_string(i) + " gave " + std::to_string(at[i].size()) +
+                              " tokens, expected " + std::to_string(max_tokens[i]));
+  return at;
+}
+
+Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool overlap, int64_t gen_len) {
+  EngineOptions eo = engine_options(model, a, gen_len);
+  eo.overlap = overlap;
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<EngineClient> engine, make_engine(model_view(model), eo));
+  const auto t0 = Clock::now();
+  // The steady state is the full-batch window: from the arrival of the last first token (every
+  // prefill done) to the arrival of the first last token (no sequence finished yet), so every step
+  // in it decodes the whole batch. (The engine decodes first, so early sequences run beside later
+  // prefills; a short --gen-len leaves no such window.)
+  DI_ASSIGN_OR_RETURN(auto at, run_requests(*engine, model, a, std::vector<int64_t>(static_cast<size_t>(a.batch), gen_len)));
   Clock::time_point t_start = at[0].front(), t_end = at[0].back();
   for (const auto& v : at) t_start = std::max(t_start, v.front()), t_end = std::min(t_end, v.back());
   EngineBenchRun r;
@@ -92,15 +104,43 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
   return r;
 }
 
+// Churn: batch x churn requests of --gen-len / 2 .. 3 --gen-len / 2 tokens (seeded) through
+// --batch slots, overlap on, so sequences finish at different steps and waiting ones take their
+// place while others decode (each admission makes a state, each finish frees one).
+Result<EngineChurnRun> run_churn(Model& model, const EngineBenchArgs& a) {
+  std::mt19937 rng(977);
+  std::uniform_int_distribution<int64_t> len(std::max<int64_t>(1, a.gen_len / 2), a.gen_len + a.gen_len / 2);
+  std::vector<int64_t> max_tokens(static_cast<size_t>(a.batch * a.churn));
+  for (auto& m : max_tokens) m = len(rng);
+  EngineOptions eo = engine_options(model, a, a.gen_len + a.gen_len / 2);
+  eo.overlap = true;
+  DI_ASSIGN_OR_RETURN(std::unique_ptr<EngineClient> engine, make_engine(model_view(model), eo));
+  const auto t0 = Clock::now();
+  DI_ASSIGN_OR_RETURN(auto at, run_requests(*engine, model, a, max_tokens));
+  EngineChurnRun r;
+  r.requests = static_cast<int64_t>(max_tokens.size());
+  Clock::time_point last = t0;
+  for (const auto& v : at) {
+    r.tokens += static_cast<int64_t>(v.size());
+    if (!v.empty()) last = std::max(last, v.back());
+  }
+  r.total_s = secs(t0, last);
+  r.tokens_per_s = r.total_s > 0 ? static_cast<double>(r.tokens) / r.total_s : 0.0;
+  return r;
+}
+
 }  // namespace
 
 Result<EngineBenchResult> bench_engine(Model& model, const EngineBenchArgs& a) {
-  if (a.batch <= 0 || a.prompt_len <= 0 || a.gen_len < 2)
-    return Status::invalid_argument("--engine needs --batch > 0, --prompt-len > 0 and --gen-len >= 2");
+  if (a.batch <= 0 || a.prompt_len <= 0 || a.gen_len < 2 || a.churn < 0)
+    return Status::invalid_argument("--engine needs --batch > 0, --prompt-len > 0, --gen-len >= 2 and --churn >= 0");
   if (a.warmup) DI_TRY(run_once(model, a, true, std::min<int64_t>(a.gen_len, 4)).status());
   EngineBenchResult r;
   DI_ASSIGN_OR_RETURN(r.sync, run_once(model, a, false, a.gen_len));
   DI_ASSIGN_OR_RETURN(r.overlap, run_once(model, a, true, a.gen_len));
+  if (a.churn > 0) {
+    DI_ASSIGN_OR_RETURN(r.churn, run_churn(model, a));
+  }
   return r;
 }
 

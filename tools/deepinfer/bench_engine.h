@@ -1,8 +1,10 @@
 // `deepinfer bench --engine`: decode throughput of the serving engine (src/engine) over a loaded
-// model, with the overlapped step loop (EngineOptions::overlap) on and off in the same run.
+// model, with the overlapped step loop (EngineOptions::overlap) on and off in the same run; with
+// --churn, also a run where requests finish at different steps and waiting ones take their slots.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "core/result.h"
@@ -14,6 +16,7 @@ struct EngineBenchArgs {
   int64_t batch = 1, prompt_len = 64, gen_len = 32;
   std::string device = "cpu";
   bool warmup = false;  // one untimed pass first (graph captures, workspaces)
+  int64_t churn = 0;    // > 0: also batch x churn requests of gen_len / 2 .. 3 gen_len / 2 tokens
 };
 
 struct EngineBenchRun {
@@ -25,13 +28,22 @@ struct EngineBenchRun {
   double total_s = 0;  // submit to the last stream closed (prefill included)
 };
 
+// The churn run: every request's tokens over the time from the first submit to the last token
+// (prefills of the later arrivals included: what a serving engine delivers under turnover).
+struct EngineChurnRun {
+  int64_t requests = 0, tokens = 0;
+  double total_s = 0, tokens_per_s = 0;
+};
+
 struct EngineBenchResult {
   EngineBenchRun overlap, sync;
+  std::optional<EngineChurnRun> churn;
 };
 
 /// Submits `batch` requests (random prompts, max_tokens = gen_len, ignore_eos, greedy) to an
 /// engine over a view of `model` (make_engine(model_view(model))), once with overlap off and once
-/// on, and measures each run's steady decode rate from the streams' token events.
+/// on, and measures each run's steady decode rate from the streams' token events; churn > 0 adds
+/// the churn run (EngineChurnRun).
 Result<EngineBenchResult> bench_engine(Model& model, const EngineBenchArgs& a);
 
 }  // namespace deepinfer::cli

@@ -60,6 +60,7 @@ struct BenchArgs {
   int threads = 0;
   bool warmup = true;
   int64_t prefill_chunk = 8192;
+  int64_t churn = 0;  // --engine --churn N: also N requests a slot, finishing at different steps
   std::string device = "cpu";
   CudaTuning tuning;  // --moe-group-rows, --profile
   bool host_sampling = false;  // cuda: decode logits to the host (else greedy sampling on the device)
@@ -159,6 +160,7 @@ int run_bench(const BenchArgs& a) {
   if (a.prompt_len <= 0 || a.gen_len < 0 || a.batch <= 0 || a.prefill_chunk <= 0)
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
   if (a.engine && a.gen_len < 2) return usage_error("--engine needs --gen-len >= 2");
+  if (a.churn < 0 || (a.churn > 0 && !a.engine)) return usage_error("--churn N (N >= 1) applies to --engine");
   if (Status t = a.tuning.check(); !t.is_ok()) return usage_error(std::string(t.message()));
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
@@ -330,7 +332,7 @@ int run_bench(const BenchArgs& a) {
   // --engine: the same batch through the serving engine (after the model's own timings were read).
   std::optional<EngineBenchResult> eng;
   if (a.engine) {
-    auto r = bench_engine(m, {a.batch, a.prompt_len, a.gen_len, a.device, warm});
+    auto r = bench_engine(m, {a.batch, a.prompt_len, a.gen_len, a.device, warm, a.churn});
     if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: engine bench: %s\n", r.status().to_string().c_str()), 1;
     eng = *r;
   }
@@ -366,6 +368,12 @@ int run_bench(const BenchArgs& a) {
                 eng->sync.decode_tokens_per_s > 0 ? eng->overlap.decode_tokens_per_s / eng->sync.decode_tokens_per_s : 0.0,
                 (long long)eng->overlap.decode_tokens, (long long)eng->sync.decode_tokens,
                 eng->overlap.decode_tokens && eng->sync.decode_tokens ? "" : " (no such window: raise --gen-len)");
+  if (eng && eng->churn)
+    std::printf("churn    %10.1f tokens/s with overlap: %lld requests of %lld-%lld tokens through %lld slots, %lld tokens "
+                "in %.3f s (prefills included)\n",
+                eng->churn->tokens_per_s, (long long)eng->churn->requests, (long long)std::max<int64_t>(1, a.gen_len / 2),
+                (long long)(a.gen_len + a.gen_len / 2), (long long)a.batch, (long long)eng->churn->tokens,
+                eng->churn->total_s);
   // Each part's floor (v4::decode_part_floors / prefill_part_floors: its bytes over the copy rate
   // or its FLOPs over the FP8 / bf16 rates measured in this run).
   const Rates rates{bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12};
@@ -433,6 +441,9 @@ int run_bench(const BenchArgs& a) {
       j["engine_decode_tokens_per_s_no_overlap"] = eng->sync.decode_tokens_per_s;
       j["engine_overlap_applies"] = m.samples_on_device();  // else both runs are synchronous
       j["engine"] = {{"overlap", run_json(eng->overlap)}, {"no_overlap", run_json(eng->sync)}};
+      if (eng->churn)
+        j["engine"]["churn"] = {{"requests", eng->churn->requests}, {"tokens", eng->churn->tokens},
+                                {"total_s", eng->churn->total_s}, {"tokens_per_s", eng->churn->tokens_per_s}};
     }
     if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
                                      {"seed", a.seed}};
@@ -510,6 +521,10 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("--engine", a->engine,
               "also decode --batch requests of --prompt-len random tokens and --gen-len tokens each through the "
               "serving engine, with the overlapped step loop on and off (steady-state decode tokens/s)");
+  b->add_option("--churn", a->churn,
+                "with --engine: also N x --batch requests of --gen-len/2 .. 3 --gen-len/2 tokens through --batch slots "
+                "(overlap on), so sequences finish at different steps and waiting ones are admitted while others "
+                "decode; tokens/s from the first submit to the last token");
   b->add_option("--floors", a->floors,
                 "GB/S,FP8_TFLOPS,BF16_TFLOPS: print the floor of each part of the decode step (at context prompt + "
                 "gen/2) and of the prefill at these rates, from the config alone (--synthetic's, or MODEL_DIR's "
