@@ -82,7 +82,7 @@ run_benches() {
     # shellcheck disable=SC2086
     timeout "$left" "$bin" bench --device cuda $args --json "$OUT/bench-$name.json" > "$OUT/bench-$name.txt" 2>&1
     echo "$name rc=$?: $args"
-    grep -E "^decode |^prefill |step parts|^  " "$OUT/bench-$name.txt" | sed 's/  */ /g' | cut -c1-150
+    grep -E "^decode |^prefill |^engine |^churn |step parts|^  " "$OUT/bench-$name.txt" | sed 's/  */ /g' | cut -c1-150
   done <<< "${BENCH_CONFIGS:-}"
 }
 
