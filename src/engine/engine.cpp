@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "engine/memory_budget.h"
 #include "engine/sequence.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
@@ -27,6 +28,8 @@ Status EngineOptions::validate() const {
   if (max_context < 2) return Status::invalid_argument("max_context must be >= 2");
   if (threads < 0) return Status::invalid_argument("threads must be >= 0");
   if (device != "cpu" && device != "cuda") return Status::invalid_argument("device must be cpu or cuda");
+  if (!(gpu_memory_utilization >= 0.0 && gpu_memory_utilization <= 1.0))
+    return Status::invalid_argument("gpu memory utilization must be in [0, 1] (0: off)");
   return Status::ok();
 }
 
@@ -58,6 +61,7 @@ class Engine final : public EngineClient {
         sizes_(model_->info().state),
         prefix_(model_->info().prefix_block_tokens, opts_.prefix_cache_bytes > 0 ? opts_.prefix_cache_bytes : 1) {
     opts_.sched.chunk_align = prefix_.block_tokens();
+    publish_stats();  // the capacities are known before the first step (metrics, stats())
     loop_ = std::thread([this] { run(); });
   }
   ~Engine() override {
@@ -702,9 +706,24 @@ void Engine::publish_stats() {
 
 namespace {
 
-std::unique_ptr<EngineClient> engine_over(const EngineOptions& opts, std::unique_ptr<Backend> backend,
-                                          std::unique_ptr<Model> model, std::unique_ptr<tokenizer::Tokenizer> tok,
-                                          std::string name) {
+Result<std::unique_ptr<EngineClient>> engine_over(EngineOptions opts, std::unique_ptr<Backend> backend,
+                                                  std::unique_ptr<Model> model, std::unique_ptr<tokenizer::Tokenizer> tok,
+                                                  std::string name) {
+  if (opts.gpu_memory_utilization > 0) {
+    const int64_t warm = std::min(opts.sched.max_batch_tokens, opts.max_context - 1);
+    DI_ASSIGN_OR_RETURN(std::optional<int64_t> cap, warm_and_size_state(*model, warm, opts.gpu_memory_utilization,
+                                                                        opts.prefix_cache_bytes));
+    if (cap) {
+      DI_LOG(Info, "state capacity %lld MiB: %.2f of the device's memory, after the weights, a %lld-token warm-up "
+             "step and %lld MiB of prefix cache", static_cast<long long>(*cap >> 20), opts.gpu_memory_utilization,
+             static_cast<long long>(warm), static_cast<long long>(opts.prefix_cache_bytes >> 20));
+      opts.state_capacity_bytes = *cap;
+    } else {
+      DI_LOG(Warn, "gpu memory utilization %.2f: the model reports no device memory (it runs in host memory); "
+             "state capacity stays %lld MiB", opts.gpu_memory_utilization,
+             static_cast<long long>(opts.state_capacity_bytes >> 20));
+    }
+  }
   ModelInfo info;
   info.name = std::move(name);
   info.vocab_size = model->info().vocab_size;
@@ -712,7 +731,7 @@ std::unique_ptr<EngineClient> engine_over(const EngineOptions& opts, std::unique
   info.eos_token_id = static_cast<int32_t>(model->info().eos_token_id);
   auto factory = std::make_unique<SequenceFactory>(std::move(tok), info.eos_token_id, info.max_context);
   return std::unique_ptr<EngineClient>(
-      new Engine(opts, std::move(backend), std::move(model), std::move(factory), std::move(info)));
+      new Engine(std::move(opts), std::move(backend), std::move(model), std::move(factory), std::move(info)));
 }
 
 }  // namespace

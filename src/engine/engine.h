@@ -20,6 +20,11 @@ namespace deepinfer {
 struct EngineOptions {
   SchedulerConfig sched;
   int64_t state_capacity_bytes = int64_t{4} << 30;  // model state of all running sequences
+  /// > 0: state_capacity_bytes sized from the model's device once it is loaded instead
+  /// (engine/memory_budget.h: this share of the device's total, less what the weights and a
+  /// warm-up prefill's workspaces use and the prefix cache); a model in host memory keeps
+  /// state_capacity_bytes (logged). 0: off. At most 1.
+  double gpu_memory_utilization = 0;
   int64_t prefix_cache_bytes = int64_t{512} << 20;  // 0 disables the prefix cache
   int64_t max_context = 65536;                      // prompt + generated tokens per sequence
   int threads = 0;                                  // CPU threads (0: all)

@@ -137,6 +137,7 @@ class ModelRef final : public Model {
   std::unique_ptr<ModelState> new_state() const override { return m_.new_state(); }
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override { return m_.forward(batch, out); }
   void prefetch(std::span<const ModelInput> upcoming) override { m_.prefetch(upcoming); }
+  std::optional<DeviceMemory> device_memory() const override { return m_.device_memory(); }
   bool samples_on_device() const override { return m_.samples_on_device(); }
   Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
                         std::vector<SampleResult>& out) override {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ struct ModelSpec {
   /// Prefix-cache granularity: a multiple of every compression ratio, so no compressor window
   /// is open at a block boundary and a state snapshot there is complete.
   int64_t prefix_block_tokens = 16;
+};
+
+/// A device's memory as its runtime reports it (Model::device_memory).
+struct DeviceMemory {
+  int64_t free_bytes = 0, total_bytes = 0;
 };
 
 /// One sequence's state; copies are snapshots (growing parts share blocks copy-on-write).
@@ -49,6 +55,10 @@ class Model {
   virtual std::unique_ptr<ModelState> new_state() const = 0;
   /// logits [rows, vocab] and row_offsets as v4::ForwardOutput.
   virtual Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) = 0;
+  /// The memory of the device the model runs on, now (what its weights and workspaces left free),
+  /// for sizing sequence state from it (EngineOptions::gpu_memory_utilization); nullopt for a
+  /// model in host memory (the CPU models), the default.
+  virtual std::optional<DeviceMemory> device_memory() const { return std::nullopt; }
   /// Hint: `upcoming` will be a later forward's batch (a prefill chunk not yet run, the token just
   /// sampled); a model may start reading what it needs (V4.1: Engram table rows). No effect on results.
   virtual void prefetch(std::span<const ModelInput> upcoming) { (void)upcoming; }

@@ -349,5 +349,10 @@ TEST_F(CliErrors, RouteRefusesBadReplicasAndPolicies) {
   expect_failure(run("route --port 0 --replica http://h:1 --health-interval-ms 0"), {"health interval"});
 }
 
+TEST_F(CliErrors, ServeRefusesAGpuMemoryShareOutOfRange) {
+  expect_failure(run("serve " + quote(fixture_) + " --port 0 --gpu-memory-utilization 1.5"), {"--gpu-memory-utilization"});
+  expect_failure(run("serve " + quote(fixture_) + " --port 0 --gpu-memory-utilization -0.1"), {"--gpu-memory-utilization"});
+}
+
 }  // namespace
 }  // namespace deepinfer
