@@ -11,7 +11,8 @@
 # E.g. for plan_twentyfourth.sh:
 #   tools/device/build_pending_ab.sh tools/device/pending/twentyfourth-route-bench.patch \
 #     "tools/device/pending/twentyfourth-router-staged.patch tools/device/pending/twentyfourth-fill-state.patch
-#      tools/device/pending/twentyfourth-tidy.patch tools/device/pending/twentyfifth-ordered-state.patch"
+#      tools/device/pending/twentyfourth-tidy.patch tools/device/pending/twentyfifth-ordered-state.patch
+#      tools/device/pending/twentyfifth-device-memory.patch"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 base=${1:-} change=${2:?usage: build_pending_ab.sh BASE_PATCHES CHANGE_PATCHES}

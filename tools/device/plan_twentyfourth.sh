@@ -26,13 +26,16 @@
 #   calls run), memcheck over it, every model / engine test (chunked prefill grows entries), and the
 #   engine under turnover before / after (`deepinfer bench --engine --churn 4`: 128 requests of
 #   32-96 tokens through 32 slots).
+#   tools/device/pending/twentyfifth-device-memory.patch: V4GpuModel::device_memory (cudaMemGetInfo),
+#   the GPU side of `serve --gpu-memory-utilization`; CudaV4Engine.StateCapacityFromDeviceMemory.
 #   tools/device/pending/twentyfourth-tidy.patch (written 2026-12-05 late, no device): the expert
 #   kernels' ring advance written once (Copier::next) and fp8_linear_lt's cublasLtMatmul call once
 #   (the timer and the final call share it); same instructions intended. Checked by the FP8 expert
 #   tests (CPU rounding, wide = narrow) and CudaLt.Fp8BlockScaledMatchesCpu.
 # Build (here): tools/device/build_pending_ab.sh tools/device/pending/twentyfourth-route-bench.patch \
 #   "tools/device/pending/twentyfourth-router-staged.patch tools/device/pending/twentyfourth-fill-state.patch
-#    tools/device/pending/twentyfourth-tidy.patch tools/device/pending/twentyfifth-ordered-state.patch"
+#    tools/device/pending/twentyfourth-tidy.patch tools/device/pending/twentyfifth-ordered-state.patch
+#    tools/device/pending/twentyfifth-device-memory.patch"
 #   (the route bench in both builds; the router patch adds src/backend/cuda/moe_route.cu and lane_math.cuh)
 #   run(carry=[".device-bin.tar.xz"], command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> tools/device/plan_twentyfourth.sh")
 set -uo pipefail
