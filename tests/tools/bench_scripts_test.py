@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The benchmark scripts' host-side logic (no GPU, no torch): bench/peer_transformers.py's config,
-argument lists and row order, and tools/device/collect_bench.py's merge of bench files and peer rows
-into the results format (docs/performance.md, bench/results/*.json)."""
+argument lists and row order, tools/device/collect_bench.py's merge of bench files and peer rows
+into the results format (bench/results/*.json), and tools/device/results_table.py's table of one
+(docs/performance.md) with the issue's targets judged per row."""
 import importlib.util
 import json
 import os
@@ -13,6 +14,7 @@ import unittest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PEER = os.path.join(ROOT, "bench", "peer_transformers.py")
 COLLECT = os.path.join(ROOT, "tools", "device", "collect_bench.py")
+TABLE = os.path.join(ROOT, "tools", "device", "results_table.py")
 
 
 def load(path, name):
@@ -23,6 +25,7 @@ def load(path, name):
 
 
 peer = load(PEER, "peer_transformers")
+results_table = load(TABLE, "results_table")
 
 
 class PeerScript(unittest.TestCase):
@@ -114,6 +117,39 @@ class CollectBench(unittest.TestCase):
                                 ("decode", 1, 8193, 2.0, None)])
         self.assertAlmostEqual(doc["rows"][1]["step_ms"], 81.92)
         self.assertEqual(doc["rows"][0]["tokens_per_s"], 8000.0)
+
+
+class ResultsTable(unittest.TestCase):
+    ROWS = [
+        {"model": "v4-flash-4", "phase": "decode", "batch": 32, "context": 4100, "tokens_per_s": 8000.0,
+         "step_ms": 4.0, "floor_ms": 3.2, "floor_ratio": 1.25, "peer": {"name": "transformers", "tokens_per_s": 800.0}},
+        {"model": "v4-flash-4", "phase": "decode", "batch": 1, "context": 4100, "tokens_per_s": 800.0,
+         "step_ms": 1.25, "floor_ms": 0.625, "floor_ratio": 2.0, "peer": {"name": "transformers", "tokens_per_s": 28.0}},
+        {"model": "v4-flash-4", "phase": "prefill", "batch": 1, "context": 8192, "tokens_per_s": 150000.0,
+         "step_ms": 54.6, "floor_ms": 15.0, "floor_ratio": 3.64, "peer": None},
+        {"model": "v4-flash-ep8", "phase": "decode", "batch": 256, "context": 4098, "tokens_per_s": 26000.0,
+         "step_ms": 9.8, "floor_ms": 7.0, "floor_ratio": 1.4, "peer": None},
+        {"model": "v4-flash-4", "phase": "decode", "batch": 128, "context": 4100, "tokens_per_s": 20000.0,
+         "step_ms": 6.4, "floor_ms": 4.0, "floor_ratio": 1.6, "peer": None},
+    ]
+
+    def test_targets_per_row(self):
+        verdicts = [results_table.target(r) for r in self.ROWS]
+        self.assertEqual(verdicts[0], "<= 1.3x floor: met; >= 5x peer: met")
+        self.assertEqual(verdicts[1], "<= 1.3x floor: missed; >= 40x peer: missed")  # 28.6x
+        self.assertEqual(verdicts[2], ">= 50% FP8: missed")
+        self.assertEqual(verdicts[3], ">= 25,000 tok/s: met")
+        self.assertEqual(verdicts[4], "", "no target at batch 128")
+
+    def test_table_rows_sorted_with_peer_ratio(self):
+        text = results_table.table({"rows": self.ROWS}, with_targets=True)
+        lines = text.splitlines()
+        self.assertEqual(len(lines), 2 + len(self.ROWS))
+        self.assertTrue(lines[2].startswith("| v4-flash-4 | decode | 1 | 4100 | 800 | 1.250 | 0.625 | 2.00 | 28.0 | 28.6 |"),
+                        lines[2])
+        self.assertIn("| v4-flash-4 | decode | 32 | 4100 | 8,000 |", lines[3])
+        self.assertTrue(lines[-1].startswith("| v4-flash-ep8 | decode | 256 |"), lines[-1])
+        self.assertEqual(lines[0].count("|"), lines[1].count("|"))
 
 
 if __name__ == "__main__":

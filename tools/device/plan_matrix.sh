@@ -53,5 +53,6 @@ fi
 python3 tools/device/collect_bench.py --machine "${MACHINE:-$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)}" \
   --git-rev "${GIT_REV:-?}" --command "deepinfer bench --device cuda, then bench/peer_transformers.py (tools/device/plan_matrix.sh: the issue's matrix)" \
   --peer "$PEER" "$OUT"/bench-*.json > "$FINAL/matrix.json" || echo "collect_bench.py failed"
+python3 tools/device/results_table.py "$FINAL/matrix.json" --targets || echo "results_table.py failed"
 tar czf "$FINAL/logs.tgz" -C "$OUT" .
 echo "($((SECONDS - START)) s)"
