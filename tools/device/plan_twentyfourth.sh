@@ -49,8 +49,9 @@ GTEST_FILTER='CudaLt.*' run_tests "$BIN" 30 cuda_attn_lt_test
 [ "$TEST_RC" = 0 ] || KRC=1
 run_tests "$BIN" "${TESTS_S:-140}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
 [ "$KRC" = 0 ] || TEST_RC=1
-run_sanitized "$BIN" 90 "memcheck:cuda_layer_ops_test:CudaLayerOps.Route*" "racecheck:cuda_layer_ops_test:CudaLayerOps.Route*" \
-  "memcheck:cuda_v4_synthetic_test:V4Synthetic.StateMemoryNeverWaitsForTheDevice:V4Synthetic.FilledStateDecodes"
+# (memcheck last: a whole small model under it may use the rest of the box; a cut run says "rc=124")
+run_sanitized "$BIN" 120 "memcheck:cuda_layer_ops_test:CudaLayerOps.Route*" "racecheck:cuda_layer_ops_test:CudaLayerOps.Route*" \
+  "memcheck:cuda_v4_synthetic_test:V4Synthetic.StateMemoryNeverWaitsForTheDevice"
 
 echo "== op bench: the router"
 for sh in route:256:32 route:256:256 route:64:256 route:16:32; do ops_ab "$sh" moe_route 1; done
