@@ -75,6 +75,10 @@ TEST_F(CliBench, CpuEngineChurnCountsEveryRequest) {
   EXPECT_GE(c["tokens"].get<int64_t>(), 6 * 2);
   EXPECT_LE(c["tokens"].get<int64_t>(), 6 * 6);
   EXPECT_GT(c["tokens_per_s"].get<double>(), 0.0);
+  const double p50 = c["itl_p50_ms"].get<double>(), p99 = c["itl_p99_ms"].get<double>();
+  EXPECT_GE(p50, 0.0);
+  EXPECT_LE(p50, p99);
+  EXPECT_LE(p99, c["itl_max_ms"].get<double>());
   expect_usage_error(tiny() + " --churn 2", "applies to --engine");
   expect_usage_error(tiny() + " --engine --churn -1", "applies to --engine");
 }

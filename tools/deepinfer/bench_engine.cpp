@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 
@@ -120,12 +121,19 @@ Result<EngineChurnRun> run_churn(Model& model, const EngineBenchArgs& a) {
   EngineChurnRun r;
   r.requests = static_cast<int64_t>(max_tokens.size());
   Clock::time_point last = t0;
+  std::vector<double> gaps;  // inter-token latencies (ms): a request's token arrivals after its first
   for (const auto& v : at) {
     r.tokens += static_cast<int64_t>(v.size());
     if (!v.empty()) last = std::max(last, v.back());
+    for (size_t i = 1; i < v.size(); ++i) gaps.push_back(secs(v[i - 1], v[i]) * 1e3);
   }
   r.total_s = secs(t0, last);
   r.tokens_per_s = r.total_s > 0 ? static_cast<double>(r.tokens) / r.total_s : 0.0;
+  if (!gaps.empty()) {
+    std::sort(gaps.begin(), gaps.end());
+    auto at_share = [&](double q) { return gaps[static_cast<size_t>(q * static_cast<double>(gaps.size() - 1))]; };
+    r.itl_p50_ms = at_share(0.5), r.itl_p99_ms = at_share(0.99), r.itl_max_ms = gaps.back();
+  }
   return r;
 }
 

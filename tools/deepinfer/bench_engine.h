@@ -29,10 +29,13 @@ struct EngineBenchRun {
 };
 
 // The churn run: every request's tokens over the time from the first submit to the last token
-// (prefills of the later arrivals included: what a serving engine delivers under turnover).
+// (prefills of the later arrivals included: what a serving engine delivers under turnover), and
+// the inter-token latencies of all requests (the gaps between a request's token arrivals: an
+// admission or a finish that stalls the step loop shows in the tail).
 struct EngineChurnRun {
   int64_t requests = 0, tokens = 0;
   double total_s = 0, tokens_per_s = 0;
+  double itl_p50_ms = 0, itl_p99_ms = 0, itl_max_ms = 0;
 };
 
 struct EngineBenchResult {

@@ -370,10 +370,10 @@ int run_bench(const BenchArgs& a) {
                 eng->overlap.decode_tokens && eng->sync.decode_tokens ? "" : " (no such window: raise --gen-len)");
   if (eng && eng->churn)
     std::printf("churn    %10.1f tokens/s with overlap: %lld requests of %lld-%lld tokens through %lld slots, %lld tokens "
-                "in %.3f s (prefills included)\n",
+                "in %.3f s (prefills included); inter-token latency p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
                 eng->churn->tokens_per_s, (long long)eng->churn->requests, (long long)std::max<int64_t>(1, a.gen_len / 2),
                 (long long)(a.gen_len + a.gen_len / 2), (long long)a.batch, (long long)eng->churn->tokens,
-                eng->churn->total_s);
+                eng->churn->total_s, eng->churn->itl_p50_ms, eng->churn->itl_p99_ms, eng->churn->itl_max_ms);
   // Each part's floor (v4::decode_part_floors / prefill_part_floors: its bytes over the copy rate
   // or its FLOPs over the FP8 / bf16 rates measured in this run).
   const Rates rates{bw * 1e9, fp8_tflops * 1e12, bf16_tflops * 1e12};
@@ -442,8 +442,10 @@ int run_bench(const BenchArgs& a) {
       j["engine_overlap_applies"] = m.samples_on_device();  // else both runs are synchronous
       j["engine"] = {{"overlap", run_json(eng->overlap)}, {"no_overlap", run_json(eng->sync)}};
       if (eng->churn)
-        j["engine"]["churn"] = {{"requests", eng->churn->requests}, {"tokens", eng->churn->tokens},
-                                {"total_s", eng->churn->total_s}, {"tokens_per_s", eng->churn->tokens_per_s}};
+        j["engine"]["churn"] = {{"requests", eng->churn->requests},     {"tokens", eng->churn->tokens},
+                                {"total_s", eng->churn->total_s},       {"tokens_per_s", eng->churn->tokens_per_s},
+                                {"itl_p50_ms", eng->churn->itl_p50_ms}, {"itl_p99_ms", eng->churn->itl_p99_ms},
+                                {"itl_max_ms", eng->churn->itl_max_ms}};
     }
     if (synthetic) j["synthetic"] = {{"spec", a.synthetic}, {"layers", spec.layers}, {"experts", spec.experts},
                                      {"seed", a.seed}};
@@ -524,7 +526,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--churn", a->churn,
                 "with --engine: also N x --batch requests of --gen-len/2 .. 3 --gen-len/2 tokens through --batch slots "
                 "(overlap on), so sequences finish at different steps and waiting ones are admitted while others "
-                "decode; tokens/s from the first submit to the last token");
+                "decode; tokens/s from the first submit to the last token, inter-token latency p50 / p99 / max");
   b->add_option("--floors", a->floors,
                 "GB/S,FP8_TFLOPS,BF16_TFLOPS: print the floor of each part of the decode step (at context prompt + "
                 "gen/2) and of the prefill at these rates, from the config alone (--synthetic's, or MODEL_DIR's "
