@@ -349,9 +349,19 @@ TEST_F(CliErrors, RouteRefusesBadReplicasAndPolicies) {
   expect_failure(run("route --port 0 --replica http://h:1 --health-interval-ms 0"), {"health interval"});
 }
 
-TEST_F(CliErrors, ServeRefusesAGpuMemoryShareOutOfRange) {
+// --state-memory-mib / --gpu-memory-utilization (state_memory_flags.h), shared by serve and generate.
+TEST_F(CliErrors, ServeAndGenerateRefuseBadStateMemoryFlags) {
   expect_failure(run("serve " + quote(fixture_) + " --port 0 --gpu-memory-utilization 1.5"), {"--gpu-memory-utilization"});
   expect_failure(run("serve " + quote(fixture_) + " --port 0 --gpu-memory-utilization -0.1"), {"--gpu-memory-utilization"});
+  expect_failure(run("serve " + quote(fixture_) + " --port 0 --state-memory-mib 0"), {"--state-memory-mib"});
+  write_file(input(), "{\"id\": 1, \"prompt_tokens\": [3, 4], \"max_tokens\": 2}\n");
+  const std::string gen = "generate " + quote(fixture_) + " --input " + quote(input()) + " --output " + quote(output());
+  expect_failure(run(gen + " --gpu-memory-utilization 2"), {"--gpu-memory-utilization"});
+  // on the CPU the share has no device to apply to: the run keeps --state-memory-mib and succeeds
+  const CliRun ok = run(gen + " --threads 1 --no-progress --state-memory-mib 64 --gpu-memory-utilization 0.9");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  EXPECT_NE(ok.err.find("state capacity stays 64 MiB"), std::string::npos) << ok.err;
+  EXPECT_TRUE(fs::exists(output()));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "commands.h"
 #include "engine/engine.h"
 #include "device_flag.h"
+#include "state_memory_flags.h"
 #include "gpus_flag.h"
 #include "jsonl.h"
 #include "server/generation.h"
@@ -45,6 +46,7 @@ struct GenArgs {
   double target_step_ms = 0;  // offline: throughput, no latency target by default
   int gpus = 1;
   bool overlap = true;  // --no-overlap
+  StateMemoryFlags state_memory;  // --state-memory-mib, --gpu-memory-utilization
 };
 
 int fail(const std::string& msg) {
@@ -174,6 +176,7 @@ int run_generate(const GenArgs& a) {
   eo.sched.target_step_ms = a.target_step_ms;
   eo.max_context = a.max_context;
   eo.load_tokenizer = tok != nullptr;
+  a.state_memory.apply(eo);
   auto engine = make_engine(a.model_dir, eo);
   if (!engine.is_ok()) return fail(std::string(engine.status().message()));
   server::ServerConfig sc;
@@ -285,6 +288,7 @@ void register_generate_commands(CLI::App& app, Registry& reg) {
   gen->add_option("--max-running", a->max_running, "sequences decoded together");
   gen->add_option("--max-batch-tokens", a->max_batch_tokens, "tokens per engine step");
   gen->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
+  a->state_memory.add_to(gen);
   gen->add_option("--target-step-ms", a->target_step_ms,
                   "target step time (ms): prefill chunks are sized by the fitted step-cost model to stay "
                   "within it (0: token budget only)")

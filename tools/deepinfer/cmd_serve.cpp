@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "device_flag.h"
+#include "state_memory_flags.h"
 #include "gpus_flag.h"
 #include "core/log.h"
 #include "server/auth.h"
@@ -35,8 +36,7 @@ struct ServeArgs {
   int64_t max_running = 64;
   int64_t max_batch_tokens = 2048;
   int64_t max_context = 65536;
-  int64_t state_memory_mib = 4096;
-  double gpu_memory_utilization = 0;  // > 0: state sized from the device's memory instead
+  StateMemoryFlags state_memory;  // --state-memory-mib, --gpu-memory-utilization
   int64_t prefix_cache_mib = 512;
   int threads = 0;
   std::string device = "cpu";
@@ -124,8 +124,7 @@ int run_serve(const ServeArgs& a) {
   eo.sched.max_batch_tokens = a.max_batch_tokens;
   eo.sched.target_step_ms = a.target_step_ms;
   eo.max_context = a.max_context;
-  eo.state_capacity_bytes = a.state_memory_mib << 20;
-  eo.gpu_memory_utilization = a.gpu_memory_utilization;
+  a.state_memory.apply(eo);
   eo.prefix_cache_bytes = a.prefix_cache_mib << 20;
   eo.threads = a.threads;
   eo.device = a.device;
@@ -180,12 +179,7 @@ void register_serve_commands(CLI::App& app, Registry& reg) {
                  "within it, bounding inter-token latency (0: token budget only)")
       ->capture_default_str();
   s->add_option("--max-context", a->max_context, "prompt + generated tokens per sequence");
-  s->add_option("--state-memory-mib", a->state_memory_mib, "model state capacity (MiB)");
-  s->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
-                "F in (0, 1], e.g. 0.9: size the state capacity from the device instead of --state-memory-mib: F of "
-                "its memory, less the weights, a warm-up step's workspaces and the prefix cache (as vLLM's flag); "
-                "a model in host memory (--device cpu) keeps --state-memory-mib")
-      ->check(CLI::Range(0.0, 1.0));
+  a->state_memory.add_to(s);
   s->add_option("--prefix-cache-mib", a->prefix_cache_mib, "prefix cache capacity (MiB, 0: off)");
   s->add_option("--threads", a->threads, "CPU threads of the engine (0: all)");
   add_device_option(s, a->device);
