@@ -109,16 +109,17 @@ Result<EngineBenchRun> run_once(Model& model, const EngineBenchArgs& a, bool ove
 // --batch slots, overlap on, so sequences finish at different steps and waiting ones take their
 // place while others decode (each admission makes a state, each finish frees one).
 Result<EngineChurnRun> run_churn(Model& model, const EngineBenchArgs& a) {
+  EngineChurnRun r;
+  r.min_tokens = std::max<int64_t>(1, a.gen_len / 2), r.max_tokens = a.gen_len + a.gen_len / 2;
   std::mt19937 rng(977);
-  std::uniform_int_distribution<int64_t> len(std::max<int64_t>(1, a.gen_len / 2), a.gen_len + a.gen_len / 2);
+  std::uniform_int_distribution<int64_t> len(r.min_tokens, r.max_tokens);
   std::vector<int64_t> max_tokens(static_cast<size_t>(a.batch * a.churn));
   for (auto& m : max_tokens) m = len(rng);
-  EngineOptions eo = engine_options(model, a, a.gen_len + a.gen_len / 2);
+  EngineOptions eo = engine_options(model, a, r.max_tokens);
   eo.overlap = true;
   DI_ASSIGN_OR_RETURN(std::unique_ptr<EngineClient> engine, make_engine(model_view(model), eo));
   const auto t0 = Clock::now();
   DI_ASSIGN_OR_RETURN(auto at, run_requests(*engine, model, a, max_tokens));
-  EngineChurnRun r;
   r.requests = static_cast<int64_t>(max_tokens.size());
   Clock::time_point last = t0;
   std::vector<double> gaps;  // inter-token latencies (ms): a request's token arrivals after its first

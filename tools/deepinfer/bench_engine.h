@@ -34,6 +34,7 @@ struct EngineBenchRun {
 // admission or a finish that stalls the step loop shows in the tail).
 struct EngineChurnRun {
   int64_t requests = 0, tokens = 0;
+  int64_t min_tokens = 0, max_tokens = 0;  // each request's max_tokens drawn from this range
   double total_s = 0, tokens_per_s = 0;
   double itl_p50_ms = 0, itl_p99_ms = 0, itl_max_ms = 0;
 };

@@ -371,8 +371,8 @@ int run_bench(const BenchArgs& a) {
   if (eng && eng->churn)
     std::printf("churn    %10.1f tokens/s with overlap: %lld requests of %lld-%lld tokens through %lld slots, %lld tokens "
                 "in %.3f s (prefills included); inter-token latency p50 %.3f ms, p99 %.3f ms, max %.3f ms\n",
-                eng->churn->tokens_per_s, (long long)eng->churn->requests, (long long)std::max<int64_t>(1, a.gen_len / 2),
-                (long long)(a.gen_len + a.gen_len / 2), (long long)a.batch, (long long)eng->churn->tokens,
+                eng->churn->tokens_per_s, (long long)eng->churn->requests, (long long)eng->churn->min_tokens,
+                (long long)eng->churn->max_tokens, (long long)a.batch, (long long)eng->churn->tokens,
                 eng->churn->total_s, eng->churn->itl_p50_ms, eng->churn->itl_p99_ms, eng->churn->itl_max_ms);
   // Each part's floor (v4::decode_part_floors / prefill_part_floors: its bytes over the copy rate
   // or its FLOPs over the FP8 / bf16 rates measured in this run).
