@@ -523,6 +523,34 @@ void bench_rms(int n, int d) {
   CK(cudaFree(w));
 }
 
+// The router (moe_route: logits, sqrt-softplus top-k, weights) at T tokens x E experts, d 4096,
+// top 6: the EP step's is 256 x 32.
+void bench_route(int T, int E) {
+  constexpr int d = 4096, k = 6;
+  float* h = static_cast<float*>(dalloc(size_t(T) * d * 4));
+  OK(dc::fill_random(h, int64_t(T) * d, dc::RandomKind::kF32, 1.f, 0.f, 7, g_stream));
+  auto* gate = static_cast<uint16_t*>(dalloc(size_t(E) * d * 2));
+  OK(dc::fill_random(gate, int64_t(E) * d, dc::RandomKind::kBf16, 0.05f, 0.f, 8, g_stream));
+  float* bias = static_cast<float*>(dalloc(size_t(E) * 4));
+  OK(dc::fill_random(bias, E, dc::RandomKind::kF32, 0.01f, 0.f, 9, g_stream));
+  float* logits = static_cast<float*>(dalloc(size_t(T) * E * 4));
+  auto* experts = static_cast<int32_t*>(dalloc(size_t(T) * k * 4));
+  float* weights = static_cast<float*>(dalloc(size_t(T) * k * 4));
+  OK(dc::moe_route(h, T, d, gate, E, bias, k, 1.f, logits, experts, weights, g_stream));  // limits set before capture
+  Row r;
+  r.op = "moe_route";
+  r.shape = "E" + std::to_string(E) + " d" + std::to_string(d);
+  r.m = T;
+  r.groups = 1;
+  r.ms = time_graph(20, [&](int) { OK(dc::moe_route(h, T, d, gate, E, bias, k, 1.f, logits, experts, weights, g_stream)); });
+  r.bytes = double(T) * d * 4 + double(E) * d * 2 + double(T) * E * 4;
+  r.flops = 2.0 * T * E * double(d);
+  report(r);
+  for (void* p : {static_cast<void*>(h), static_cast<void*>(gate), static_cast<void*>(bias), static_cast<void*>(logits),
+                  static_cast<void*>(experts), static_cast<void*>(weights)})
+    CK(cudaFree(p));
+}
+
 void write_json(const char* path, const char* rev, const std::string& cmd) {
   FILE* f = std::fopen(path, "w");
   if (!f) return;
@@ -694,6 +722,7 @@ int main(int argc, char** argv) {
   // argv[3] "moe": the routed-expert paths only; "moe:E:m": one of them (E experts, m rows each);
   // "fp8dec": the FP8 decode path (M <= 16) at the V4 shapes, and the grouped wo_a; "fp8mid": the
   // GEMV, wgmma and cuBLASLt FP8 paths at 8-256 rows; "fp8paths:N:K:G:M": one shape of those;
+  // "route:T:E": the router at T tokens x E experts;
   // "stream": read probes; "fp8one:N:K", "mxdec": one decode GEMV shape, the narrow experts at batch 1
   const std::string only = argc > 3 ? argv[3] : "";
   const std::vector<int> dec = {1, 8, 32, 64};
@@ -711,6 +740,12 @@ int main(int argc, char** argv) {
   int one_n = 0, one_k = 0;
   if (std::sscanf(only.c_str(), "fp8one:%d:%d", &one_n, &one_k) == 2) {  // one decode GEMV shape, M = 1, 8
     bench_fp8("one", one_n, one_k, {1, 8});
+    write_json(out, rev, "cuda_ops_bench " + only);
+    return 0;
+  }
+  int r_t = 0, r_e = 0;
+  if (std::sscanf(only.c_str(), "route:%d:%d", &r_t, &r_e) == 2) {  // the router at one shape
+    bench_route(r_t, r_e);
     write_json(out, rev, "cuda_ops_bench " + only);
     return 0;
   }

@@ -62,6 +62,15 @@ class Model {
   /// Hint: `upcoming` will be a later forward's batch (a prefill chunk not yet run, the token just
   /// sampled); a model may start reading what it needs (V4.1: Engram table rows). No effect on results.
   virtual void prefetch(std::span<const ModelInput> upcoming) { (void)upcoming; }
+  /// Benchmarks only: `state` (fresh, from new_state()) as if `length` tokens had been consumed,
+  /// every cached entry (window rows, compressed entries, open compressor windows) random from
+  /// `seed` instead of computed. Decode steps on it then move the bytes and do the work of a real
+  /// context of that length (their logits mean nothing), with no prefill to pay first. The default
+  /// says unsupported.
+  virtual Status fill_synthetic_state(ModelState& state, int64_t length, uint64_t seed) {
+    (void)state, (void)length, (void)seed;
+    return Status::unsupported("this model cannot fill a sequence state synthetically");
+  }
   /// Optional: sampling where the logits are (the CUDA model: on the device, so only tokens and
   /// logprobs reach the host). rows[i] (its `logits` span unused) is sampled from batch[i]'s
   /// last logits row; out[i] is what sample_row would return with that row: the same token, the

@@ -115,6 +115,41 @@ TEST(CudaV4Engine, FourConcurrentGreedyRequestsMatchCpuEngine) {
   EXPECT_GE(first_agree, 2);
 }
 
+// serve --gpu-memory-utilization on the GPU model: the state capacity comes from the device's
+// memory after the weights and a warm-up step (V4GpuModel::device_memory, engine/memory_budget.h):
+// positive, below the granted share, at least the weights' worth below the free memory before the
+// model loaded; the engine then serves a request as usual.
+TEST(CudaV4Engine, StateCapacityFromDeviceMemory) {
+  if (!cuda::device_available()) GTEST_SKIP() << "no CUDA device";
+  testing::TempDir dir("v4-flash-engine-mem");
+  testing::write_v4_flash_checkpoint(dir.path, testing::V4FlashSpec{});
+  size_t free0 = 0, total = 0;
+  ASSERT_TRUE(cuda::device_memory_info(&free0, &total)) << cuda::last_error();
+  EngineOptions eo;
+  eo.device = "cuda";
+  eo.load_tokenizer = false;
+  eo.max_context = 1024;
+  eo.prefix_cache_bytes = int64_t{64} << 20;
+  eo.gpu_memory_utilization = 0.5;
+  auto engine = make_engine(dir.path, eo);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().to_string();
+  const int64_t cap = (*engine)->stats().state_bytes_capacity - eo.prefix_cache_bytes;
+  std::printf("device %.1f GiB, free before load %.1f GiB, state capacity at 0.5: %.1f GiB\n", total / 1073741824.0,
+              free0 / 1073741824.0, cap / 1073741824.0);
+  EXPECT_GT(cap, 0);
+  EXPECT_LT(cap, static_cast<int64_t>(total / 2));
+  EXPECT_LT(cap, static_cast<int64_t>(free0) - static_cast<int64_t>(total / 2) + 1);
+  EngineRequest r;
+  r.id = "mem";
+  r.prompt = random_prompts(5, {30})[0];
+  r.sampling.temperature = 0.f;
+  r.sampling.max_tokens = 4;
+  r.sampling.ignore_eos = true;
+  auto s = (*engine)->submit(std::move(r));
+  ASSERT_TRUE(s.is_ok()) << s.status().to_string();
+  EXPECT_EQ(drain(**s, "mem").size(), 4u);
+}
+
 // Forwards to the model (the asynchronous calls too) and counts the steps that sampled on the
 // device, and the ones launched while another was still in flight.
 class CountingModel final : public Model {

@@ -9,20 +9,25 @@
 //     past the window then decode steps; logits finite, not all equal, deterministic (two fresh
 //     states give bitwise equal logits; the same seed gives the same weights, another seed others).
 // Skips without a CUDA device.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
 #include "model/deepseek_v4/flash_config.h"
 #include "model/deepseek_v4_gpu/gpu_model.h"
+#include "model/deepseek_v4_gpu/gpu_state.h"
 #include "tests/util/checkpoint_writer.h"
 
 namespace deepinfer {
@@ -545,6 +550,117 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   bad = {};
   bad.moe_fp8_max_rows = 96;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
+}
+
+// Model::fill_synthetic_state (the bench's --fill-state): a fresh state filled as if 3,000 tokens
+// had been consumed decodes like any other, alone and batched with a prefilled sequence: finite
+// logits, lengths advanced by one; a used state or a negative length is refused.
+TEST_F(V4Synthetic, FilledStateDecodes) {
+  auto model = small_model(4, 8, 11);
+  ASSERT_TRUE(model);
+  auto filled = model->new_state(), real = model->new_state();
+  ASSERT_TRUE(filled && real);
+  Status f = model->fill_synthetic_state(*filled, 3000, 5);
+  ASSERT_TRUE(f.is_ok()) << f.to_string();
+  EXPECT_EQ(filled->length(), 3000);
+  EXPECT_FALSE(model->fill_synthetic_state(*filled, 10, 5).is_ok()) << "a used state";
+  EXPECT_FALSE(model->fill_synthetic_state(*real, -1, 5).is_ok()) << "a negative length";
+  const std::vector<int32_t> prompt = tokens(70, 4096, 4);
+  v4::ForwardOutput out;
+  ModelInput pre{real.get(), prompt, false};
+  ASSERT_TRUE(model->forward(std::span<const ModelInput>(&pre, 1), out).is_ok());
+  const int32_t t0 = 11, t1 = 12;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<ModelInput> batch{{filled.get(), std::span<const int32_t>(&t0, 1), false}};
+    if (step > 0) batch.push_back({real.get(), std::span<const int32_t>(&t1, 1), false});
+    Status d = model->forward(batch, out);
+    ASSERT_TRUE(d.is_ok()) << d.to_string();
+    int bad = 0;
+    for (float x : out.rows()) bad += !std::isfinite(x);
+    EXPECT_EQ(bad, 0) << "step " << step;
+  }
+  EXPECT_EQ(filled->length(), 3003);
+  EXPECT_EQ(real->length(), 72);
+}
+
+// A sequence's state lives in stream-ordered device memory (DeviceBuffer::ordered_zeros): making,
+// growing, cloning and freeing it never waits for the device, so the engine can admit and retire
+// sequences while a step runs. A host callback holds a blocking stream (as the model's are) for up
+// to 5 s; every state call must return while it holds, the stream still busy after them (a call
+// that waited for the device, as cudaFree or a pageable upload does, would have waited the hold
+// out). Then the states made behind the hold decode like any other.
+TEST_F(V4Synthetic, StateMemoryNeverWaitsForTheDevice) {
+  auto model = small_model(4, 8, 11);
+  ASSERT_TRUE(model);
+  void* stream = cuda::stream_create();
+  ASSERT_NE(stream, nullptr);
+  std::atomic<int> release{0};
+  auto hold = [](void* p) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!static_cast<std::atomic<int>*>(p)->load() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  };
+  ASSERT_EQ(cudaLaunchHostFunc(static_cast<cudaStream_t>(stream), hold, &release), cudaSuccess);
+  std::unique_ptr<ModelState> kept;
+  {
+    auto a = model->new_state();
+    ASSERT_TRUE(a);
+    auto* gs = dynamic_cast<v4gpu::GpuSequenceState*>(a.get());
+    ASSERT_NE(gs, nullptr);
+    int grown = 0;
+    for (size_t l = 0; l < gs->num_layers(); ++l) {
+      v4gpu::GpuLayerState& ls = gs->layer(l);
+      if (!ls.has_kv) continue;
+      ASSERT_TRUE(ls.kv.reserve(1000).is_ok());
+      ASSERT_TRUE(ls.kv.reserve(3000).is_ok());
+      ++grown;
+    }
+    EXPECT_GT(grown, 0);
+    auto b = a->clone();
+    ASSERT_TRUE(b);
+    kept = model->new_state();
+    ASSERT_TRUE(kept);
+  }  // a and b freed
+  const cudaError_t busy = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+  cudaGetLastError();
+  EXPECT_EQ(busy, cudaErrorNotReady) << "a state call waited for the device";
+  release = 1;
+  ASSERT_TRUE(cuda::stream_synchronize(stream));
+  cuda::stream_destroy(stream);
+  // The state made behind the hold: zeroed in order, it prefills and decodes to finite logits.
+  const std::vector<int32_t> prompt = tokens(33, 4096, 3);
+  v4::ForwardOutput out;
+  ModelInput pre{kept.get(), prompt, false};
+  ASSERT_TRUE(model->forward(std::span<const ModelInput>(&pre, 1), out).is_ok());
+  const int32_t t = 7;
+  ModelInput dec{kept.get(), std::span<const int32_t>(&t, 1), false};
+  ASSERT_TRUE(model->forward(std::span<const ModelInput>(&dec, 1), out).is_ok());
+  int bad = 0;
+  for (float x : out.rows()) bad += !std::isfinite(x);
+  EXPECT_EQ(bad, 0);
+  EXPECT_EQ(kept->length(), 34);
+}
+
+// The compressed entries' growth (no device needed): at least 1.5x a time, never more than the
+// rows asked for rounded up to 64, so a context of 4 x 2^k tokens (2^k + 1 rows) no longer holds
+// 2^(k+1) rows.
+TEST(GpuCompressorState, GrownCapacity) {
+  using v4gpu::GpuCompressorState;
+  EXPECT_EQ(GpuCompressorState::grown_capacity(16, 16), 16) << "room already";
+  EXPECT_EQ(GpuCompressorState::grown_capacity(0, 1), 64);
+  EXPECT_EQ(GpuCompressorState::grown_capacity(16, 8193), 8256) << "a 32k context filled at once";
+  EXPECT_EQ(GpuCompressorState::grown_capacity(8256, 8257), 12416) << "1.5x past the last";
+  EXPECT_EQ(GpuCompressorState::grown_capacity(64, 65), 128);
+  // Decode's one row at a time from 16: logarithmically many growths, each within 1.5x of the need.
+  int64_t cap = 16, growths = 0;
+  for (int64_t rows = 1; rows <= 8193; ++rows) {
+    const int64_t next = GpuCompressorState::grown_capacity(cap, rows);
+    if (next != cap) ++growths;
+    cap = next;
+    ASSERT_GE(cap, rows);
+    ASSERT_LE(cap, std::max<int64_t>(64, rows * 3 / 2 + 64)) << rows;
+  }
+  EXPECT_LE(growths, 18);
 }
 
 }  // namespace

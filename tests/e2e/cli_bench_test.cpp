@@ -134,6 +134,12 @@ TEST_F(CliBench, BadSyntheticSpec) {
   expect_usage_error("--synthetic v4-flash:0", "1..43");  // the spec first, then the device
 }
 
+TEST_F(CliBench, FillStateIsDecodeOnlyOnCuda) {
+  expect_usage_error(tiny() + " --fill-state", "--fill-state apply to --device cuda");
+  expect_usage_error(tiny() + " --fill-state --gen-len 0", "--gen-len >= 1");
+  expect_usage_error(tiny() + " --fill-state --engine", "no --engine");
+}
+
 TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
   expect_usage_error(tiny() + " --moe-wide-rows 4", "apply to --device cuda");
   expect_usage_error(tiny() + " --moe-group-rows 32", "apply to --device cuda");

@@ -10,8 +10,10 @@
 // once per prompt) over the FP8 tensor rate measured in the same run (cuda_fp8_tflops: the
 // cuBLASLt block-scaled FP8 GEMM at 8192^3), with the share of that rate the prefill reached.
 // Prompts prefill in chunks (--prefill-chunk); on cuda one-time costs are taken untimed first
-// (--no-warmup: none). Prints a table and optionally
-// writes JSON for bench/results/.
+// (--no-warmup: none). --fill-state: decode only, each sequence's state filled with random entries
+// of --prompt-len tokens (Model::fill_synthetic_state) instead of prefilled, so long contexts at
+// large batches cost no prefill (their prefill is neither run nor reported). Prints a table and
+// optionally writes JSON for bench/results/.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -65,6 +67,7 @@ struct BenchArgs {
   CudaTuning tuning;  // --moe-group-rows, --profile
   bool host_sampling = false;  // cuda: decode logits to the host (else greedy sampling on the device)
   bool engine = false;         // also the serving engine's decode rate, overlap on and off
+  bool fill_state = false;     // decode only: states filled synthetically, no prefill
   std::string floors;          // "GB/s,FP8 TFLOP/s,bf16 TFLOP/s": print the parts' floors at these rates, run nothing
 };
 
@@ -161,6 +164,8 @@ int run_bench(const BenchArgs& a) {
     return usage_error("--prompt-len, --batch and --prefill-chunk must be > 0, --gen-len >= 0");
   if (a.engine && a.gen_len < 2) return usage_error("--engine needs --gen-len >= 2");
   if (a.churn < 0 || (a.churn > 0 && !a.engine)) return usage_error("--churn N (N >= 1) applies to --engine");
+  if (a.fill_state && (a.engine || a.gen_len < 1))
+    return usage_error("--fill-state times decode steps only: it needs --gen-len >= 1 and no --engine");
   if (Status t = a.tuning.check(); !t.is_ok()) return usage_error(std::string(t.message()));
   const bool synthetic = !a.synthetic.empty();
   if (synthetic == !a.model_dir.empty())
@@ -194,10 +199,10 @@ int run_bench(const BenchArgs& a) {
   if (int rc = check_device_flag("bench", a.device)) return rc;
   const bool cpu = a.device == "cpu";
   const CudaTuning untuned;
-  if (cpu && (a.tuning != untuned || a.host_sampling))
+  if (cpu && (a.tuning != untuned || a.host_sampling || a.fill_state))
     return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
                        "--route-gemm-rows, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, --no-act-pack, --no-lt-timed, "
-                       "--profile and --host-sampling apply to --device cuda");
+                       "--profile, --host-sampling and --fill-state apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
   // cuda: the FP8 tensor rate of the prefill floor, also before the model loads (~0.5 GB).
@@ -254,6 +259,11 @@ int run_bench(const BenchArgs& a) {
     for (auto& p : prompts) {
       states.push_back(m.new_state());
       if (!states.back()) return Status::resource_exhausted("no memory for sequence state");
+      if (a.fill_state) {
+        DI_TRY(m.fill_synthetic_state(*states.back(), a.prompt_len, a.seed + 1000 * states.size()));
+        batch.push_back({states.back().get(), {}, false});
+        continue;
+      }
       for (int64_t at = 0; at < a.prompt_len; at += a.prefill_chunk) {
         ModelInput in{states.back().get(),
                       std::span<const int32_t>(p).subspan(at, std::min(a.prefill_chunk, a.prompt_len - at)), false};
@@ -293,7 +303,7 @@ int run_bench(const BenchArgs& a) {
   Status s = run();
   if (!s.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", s.to_string().c_str()), 1;
   const double step_ms = a.gen_len ? decode_s / a.gen_len * 1e3 : 0;
-  const double prefill_tps = a.batch * a.prompt_len / prefill_s;
+  const double prefill_tps = a.fill_state ? 0.0 : a.batch * a.prompt_len / prefill_s;
   const double decode_tps = a.gen_len ? a.batch * a.gen_len / decode_s : 0;
   // cpu: a decode step reads every checkpoint byte once (an upper bound on bytes, so a lower
   // bound on time). cuda: DecodeBytes at the mean context of the decode steps.
@@ -340,7 +350,10 @@ int run_bench(const BenchArgs& a) {
   std::printf("model %s, device %s, %d threads, batch %lld, prompt %lld, gen %lld\n", model_name.c_str(),
               a.device.c_str(), (*backend)->pool().size(), (long long)a.batch, (long long)a.prompt_len,
               (long long)a.gen_len);
-  if (prefill_floor_ms > 0)
+  if (a.fill_state)
+    std::printf("prefill  none: states filled with random entries of %lld tokens (--fill-state, %.3f s)\n",
+                (long long)a.prompt_len, prefill_s);
+  else if (prefill_floor_ms > 0)
     std::printf("prefill  %10.1f tokens/s  (%.3f s); floor %.3f ms (%.1f GFLOP / %.1f TFLOP/s) = %.2fx floor, "
                 "%.1f%% of the FP8 rate\n",
                 prefill_tps, prefill_s, prefill_floor_ms, static_cast<double>(a.batch) * pf.total() / 1e9, fp8_tflops,
@@ -398,7 +411,8 @@ int run_bench(const BenchArgs& a) {
                      {"batch", a.batch},
                      {"prompt_len", a.prompt_len},
                      {"gen_len", a.gen_len},
-                     {"prefill_tokens_per_s", prefill_tps},
+                     {"prefill_tokens_per_s", a.fill_state ? nlohmann::json(nullptr) : nlohmann::json(prefill_tps)},
+                     {"fill_state", a.fill_state},
                      {"decode_tokens_per_s", decode_tps},
                      {"decode_step_ms", step_ms},
                      {"weight_bytes", cpu ? floor_bytes : db.weights},
@@ -456,7 +470,8 @@ int run_bench(const BenchArgs& a) {
     j["fp8_tflops"] = fp8_tflops > 0 ? nlohmann::json(fp8_tflops) : nlohmann::json(nullptr);
     j["bf16_tflops"] = bf16_tflops > 0 ? nlohmann::json(bf16_tflops) : nlohmann::json(nullptr);
     j["prefill_flops"] = cpu ? nlohmann::json(nullptr) : nlohmann::json(pf.total());
-    j["prefill_floor_ms"] = prefill_floor_ms > 0 ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
+    j["prefill_floor_ms"] =
+        prefill_floor_ms > 0 && !a.fill_state ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
     if (!cpu)
       j["prefill_flops_parts"] = {{"linear", pf.linear}, {"attention", pf.attention}, {"indexer", pf.indexer},
                                   {"head", pf.head}};
@@ -480,6 +495,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_flag("!--no-warmup", a->warmup, "--device cuda: time the first pass too (no untimed warm-up pass)");
   b->add_option("--prompt-len", a->prompt_len, "prompt tokens per sequence");
   b->add_option("--gen-len", a->gen_len, "decode steps");
+  b->add_flag("--fill-state", a->fill_state,
+              "decode only: each sequence's state filled with random entries of --prompt-len tokens instead of "
+              "prefilled (long contexts at large batches without their prefill; the CUDA model)");
   b->add_option("--batch", a->batch, "sequences decoded together");
   b->add_option("--threads", a->threads, "CPU threads (0: all)");
   add_device_option(b, a->device);

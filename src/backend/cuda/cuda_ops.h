@@ -33,6 +33,20 @@ bool copy_to_device(void* dst, const void* src, size_t bytes);
 bool copy_to_host(void* dst, const void* src, size_t bytes);
 bool copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
 bool synchronize();
+/// Stream-ordered device memory for state that lives and dies between steps (a sequence's state):
+/// cudaMallocAsync / cudaMemsetAsync / cudaMemcpyAsync / cudaFreeAsync on the legacy default
+/// stream, from the device's default memory pool (freed blocks kept for reuse, not returned to the
+/// driver). The host never waits: each op runs on the device after all work queued before it on
+/// the blocking streams (stream_create's) and before the work queued on them after it, so a block
+/// freed while a step still reads it is reused only once that step is done. Not for use while this
+/// thread captures a graph. device_alloc_ordered gives nullptr on failure (no memory).
+void* device_alloc_ordered(size_t bytes);
+/// The current device's free and total memory (cudaMemGetInfo, the free counting the blocks the
+/// ordered pool holds for reuse); false on failure.
+bool device_memory_info(size_t* free_bytes, size_t* total_bytes);
+void device_free_ordered(void* p);
+bool memset_ordered(void* p, int value, size_t bytes);
+bool copy_ordered(void* dst, const void* src, size_t bytes);
 /// Asynchronous copies on `stream` (host memory should be pinned: host_alloc_pinned).
 bool copy_to_device_async(void* dst, const void* src, size_t bytes, void* stream);
 bool copy_to_host_async(void* dst, const void* src, size_t bytes, void* stream);

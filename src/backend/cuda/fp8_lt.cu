@@ -69,15 +69,16 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   const detail::LtKey key{int(kind), M, w.n, w.k, y_bf16};
   auto build = [&](detail::LtPlan& np) { return build_fp8_plan(np, M, w.n, w.k, y_bf16, w.scale, xs_t); };
   const cudaStream_t s = as_stream(stream);
+  auto matmul = [&](const detail::LtPlan& np, const cublasLtMatmulAlgo_t& algo) {
+    const float one = 1.f, zero = 0.f;
+    return cublasLtMatmul(c.handle, np.desc, &one, w.data, np.a, xq, np.b, &zero, y, np.d, y, np.d, &algo, workspace,
+                          kLtWorkspace, s);
+  };
   // One warm-up and 3 timed runs of a candidate on the caller's operands (y is written again below).
   const detail::LtTimer timer = [&](const detail::LtPlan& np, const cublasLtMatmulAlgo_t& algo) -> float {
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return -1.f;
-    const float one = 1.f, zero = 0.f;
-    auto run = [&] {
-      return cublasLtMatmul(c.handle, np.desc, &one, w.data, np.a, xq, np.b, &zero, y, np.d, y, np.d, &algo, workspace,
-                            kLtWorkspace, s) == CUBLAS_STATUS_SUCCESS;
-    };
+    auto run = [&] { return matmul(np, algo) == CUBLAS_STATUS_SUCCESS; };
     if (!run()) return cudaGetLastError(), -1.f;
     cudaEvent_t e0 = nullptr, e1 = nullptr;
     float ms = -1.f;
@@ -95,9 +96,7 @@ bool fp8_linear_lt(const uint8_t* xq, const float* xs_t, int64_t M, const Fp8Wei
   const void* sb = xs_t;
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof(sa));
   cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof(sb));
-  const float one = 1.f, zero = 0.f;
-  const cublasStatus_t st = cublasLtMatmul(c.handle, p->desc, &one, w.data, p->a, xq, p->b, &zero, y, p->d, y, p->d,
-                                           &p->algo, workspace, kLtWorkspace, s);
+  const cublasStatus_t st = matmul(*p, p->algo);
   if (st != CUBLAS_STATUS_SUCCESS) return detail::lt_fail("fp8_linear_lt", "cublasLtMatmul", st);
   return true;
 }

@@ -1,4 +1,4 @@
-// mHC pre/post, MoE routing / grouping / permutation / combine, clamped SwiGLU, layout helpers
+// mHC pre/post, MoE grouping / permutation / combine (routing: moe_route.cu), clamped SwiGLU, layout helpers
 // and on-device random weights (layer_ops.h).
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -10,6 +10,7 @@
 #include <cub/block/block_scan.cuh>
 
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/lane_math.cuh"
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/mma_common.cuh"
 
@@ -18,6 +19,8 @@ namespace deepinfer::cuda {
 using detail::as_stream;
 using detail::check_launch;
 using detail::fail;
+using detail::fma4;
+using detail::warp_sum;
 
 namespace {
 
@@ -44,23 +47,12 @@ constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial ker
 // blocks (hc_pre 48 us at T = 256, the mix kernel 31 of it, on the H200).
 constexpr int kHcSplitFinishMinT = 1025;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 __device__ __forceinline__ float lane8_sum(float v) {
 #pragma unroll
   for (int o = 1; o < kHcLanes; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
-__device__ __forceinline__ float fma4(float4 a, float4 b, float acc) {
-  acc = __fmaf_rn(a.x, b.x, acc);
-  acc = __fmaf_rn(a.y, b.y, acc);
-  acc = __fmaf_rn(a.z, b.z, acc);
-  return __fmaf_rn(a.w, b.w, acc);
-}
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   const unsigned sa = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -451,126 +443,6 @@ __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, 
   }
 }
 
-// ---- routing ----
-// logits[t, e] = h[t] . gate[e] in one order for every tile shape: lane l (of 32) accumulates
-// with fmaf, in order, columns k0 + l*8 + 0..7 for k0 = 0, 256, ..., then the warp's xor tree
-// 16..1. A warp holds TM tokens x TN experts; a block is WM x WN warps (8). The tile only
-// changes reuse, never the bits, so the decode and prefill shapes give identical logits.
-template <int TM, int TN, int WM, int WN>
-__global__ void __launch_bounds__(256) router_logits_kernel(const float* __restrict__ h, int T, int d,
-                                                            const uint16_t* __restrict__ gate, int E,
-                                                            float* __restrict__ logits) {
-  detail::pdl_entry();
-  static_assert(WM * WN == 8, "8 warps");
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int t0 = (blockIdx.y * WM + warp / WN) * TM, e0 = (blockIdx.x * WN + warp % WN) * TN;
-  const float* hr = h + lane * 8;
-  const uint16_t* gr = gate + int64_t(e0) * d + lane * 8;
-  int64_t ho[TM];
-#pragma unroll
-  for (int i = 0; i < TM; ++i) ho[i] = int64_t(min(t0 + i, T - 1)) * d;
-  float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
-  constexpr int kUnroll = TM * TN == 1 ? 8 : TM * TN <= 16 ? 4 : 1;  // small tiles: several k steps' loads in flight
-#pragma unroll kUnroll
-  for (int k = 0; k < d; k += 256) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float4 w[TN];
-#pragma unroll
-      for (int j = 0; j < TN; ++j) {
-        const uint2 g = __ldg(reinterpret_cast<const uint2*>(gr + int64_t(j) * d + k + 4 * half));
-        w[j] = make_float4(__uint_as_float(g.x << 16), __uint_as_float(g.x & 0xffff0000u), __uint_as_float(g.y << 16),
-                           __uint_as_float(g.y & 0xffff0000u));
-      }
-#pragma unroll
-      for (int i = 0; i < TM; ++i) {
-        const float4 a = *reinterpret_cast<const float4*>(hr + ho[i] + k + 4 * half);
-#pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = fma4(a, w[j], acc[i][j]);
-      }
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < TM; ++i)
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      const float s = warp_sum(acc[i][j]);  // every lane holds the same bits
-      if (lane == (i * TN + j) % 32 && t0 + i < T) logits[int64_t(t0 + i) * E + e0 + j] = s;
-    }
-}
-
-__device__ __forceinline__ bool better(float ka, int ia, float kb, int ib) {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
-// One block (256 threads) per token.
-__global__ void __launch_bounds__(256) router_topk_kernel(const float* __restrict__ logits, int E,
-                                                          const float* __restrict__ bias, int k, float scaling,
-                                                          int32_t* __restrict__ experts, float* __restrict__ weights) {
-  detail::pdl_entry();
-  __shared__ float score[1024];
-  __shared__ float wk[8];
-  __shared__ int wi[8];
-  __shared__ int chosen[16];
-  const int t = blockIdx.x, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float key[4];
-  bool taken[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int e = threadIdx.x + 256 * i;
-    key[i] = -INFINITY;
-    taken[i] = e >= E;
-    if (e < E) {
-      const float x = logits[int64_t(t) * E + e];
-      const float sp = x > 20.f ? x : log1pf(expf(x));
-      const float s = sqrtf(sp);
-      score[e] = s;
-      key[i] = s + (bias ? bias[e] : 0.f);
-    }
-  }
-  for (int r = 0; r < k; ++r) {
-    float bk = -INFINITY;
-    int bi = INT_MAX;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int e = threadIdx.x + 256 * i;
-      if (!taken[i] && better(key[i], e, bk, bi)) bk = key[i], bi = e;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ok = __shfl_xor_sync(0xffffffffu, bk, o);
-      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (better(ok, oi, bk, bi)) bk = ok, bi = oi;
-    }
-    if (lane == 0) wk[warp] = bk, wi[warp] = bi;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float ck = wk[0];
-      int ci = wi[0];
-      for (int w = 1; w < 8; ++w)
-        if (better(wk[w], wi[w], ck, ci)) ck = wk[w], ci = wi[w];
-      chosen[r] = ci;
-    }
-    __syncthreads();
-    const int c = chosen[r];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-      if (threadIdx.x + 256 * i == c) taken[i] = true, key[i] = -INFINITY;
-  }
-  if (threadIdx.x == 0) {
-    float sum = 0.f;
-    for (int r = 0; r < k; ++r) sum += score[chosen[r]];
-    for (int r = 0; r < k; ++r) {
-      experts[t * k + r] = chosen[r];
-      weights[t * k + r] = score[chosen[r]] / sum * scaling;
-    }
-  }
-}
-
 // ---- expert grouping (one block of 256 threads; E <= 1024: 4 experts per thread in the scans) ----
 constexpr int kMaxSlots = 8192, kGroupRows = 16;  // default: one m16 tile per group, the fast MT = 1 path
 __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
@@ -825,41 +697,6 @@ bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* com
   if (T <= 0) return true;
   detail::launch_pdl(hc_post_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, as_stream(stream), X, static_cast<int>(d), post, comb, f);
   return check_launch("hc_post_kernel");
-}
-
-bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
-               float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream) {
-  if (d % 256 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route: need d % 256 == 0, E % 8 == 0, E <= 1024, k <= 16");
-  if (T <= 0) return true;
-  const cudaStream_t s = as_stream(stream);
-  const int Ti = static_cast<int>(T), di = static_cast<int>(d), Ei = static_cast<int>(E);
-  // Same bits from every shape (router_logits_kernel): pick by reuse only, the widest tile whose
-  // grid still has a block per SM (the EP slice's 32 experts at 256 tokens took 8 x 32 tiles: 32
-  // blocks, 26 us on the H100, ncu).
-  const int64_t sms = detail::sm_count();
-  auto fills = [&](int64_t tok, int64_t ex) { return (E / ex) * ((T + tok - 1) / tok) >= sms; };
-  if (T > 256 && E % 32 == 0 && fills(16, 32)) {  // 16 tokens x 32 experts per block
-    detail::launch_pdl(router_logits_kernel<8, 8, 2, 4>, dim3(static_cast<unsigned>(E / 32), blocks_for(T, 16)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
-  } else if (T > 64 && E % 32 == 0 && fills(8, 32)) {  // 8 x 32
-    detail::launch_pdl(router_logits_kernel<8, 4, 1, 8>, dim3(static_cast<unsigned>(E / 32), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
-  } else if (T > 8 && E % 16 == 0 && fills(8, 16)) {  // 8 x 16
-    detail::launch_pdl(router_logits_kernel<8, 2, 1, 8>, dim3(static_cast<unsigned>(E / 16), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
-  } else if (T > 8) {  // 8 x 8 (one expert per warp)
-    detail::launch_pdl(router_logits_kernel<8, 1, 1, 8>, dim3(static_cast<unsigned>(E / 8), blocks_for(T, 8)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
-  } else {  // decode: 1 x 8 (one token and expert per warp, 8 k steps' loads in flight), T x E/8 blocks
-    detail::launch_pdl(router_logits_kernel<1, 1, 1, 8>, dim3(static_cast<unsigned>(E / 8), static_cast<unsigned>(T)), 256, 0, s, h, Ti, di, gate, Ei, logits_ws);
-  }
-  if (!check_launch("router_logits_kernel")) return false;
-  return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
-}
-
-bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const float* bias, int k, float scaling,
-                           int32_t* experts, float* weights, void* stream) {
-  if (E > 1024 || k > 16 || k > E) return fail("moe_route_from_logits: need E <= 1024, k <= 16, k <= E");
-  if (T <= 0) return true;
-  detail::launch_pdl(router_topk_kernel, static_cast<unsigned>(T), 256, 0, as_stream(stream), logits,
-                     static_cast<int>(E), bias, k, scaling, experts, weights);
-  return check_launch("router_topk_kernel");
 }
 
 int moe_group_rows() { return kGroupRows; }

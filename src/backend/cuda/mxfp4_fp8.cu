@@ -117,10 +117,14 @@ struct Copier {
       for (int q = 0; q < kXq; ++q)
         if (p_x[q]) cp_async16(st + o_x + 4096 * q, x + q * x32);
       w += wcs, s += scs, xs += xs_step, x += 128;
-      st = st + stage_bytes<N>() == ring_end ? ring0 : st + stage_bytes<N>();
+      st = next(st);
       --left;
     }
     cp_commit();
+  }
+  /// The ring's stage after `stage`.
+  __device__ __forceinline__ uint32_t next(uint32_t stage) const {
+    return stage + stage_bytes<N>() == ring_end ? ring0 : stage + stage_bytes<N>();
   }
 };
 
@@ -154,8 +158,6 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   Copier<N> cp = make_copier<N>(jb, s_base, S, tid);
 #pragma unroll
   for (int i = 0; i < S - 2; ++i) cp.issue(tid);
-  const uint32_t ring_end = s_base + S * stage_bytes<N>();
-  auto next_stage = [&](uint32_t st) { return st + stage_bytes<N>() == ring_end ? s_base : st + stage_bytes<N>(); };
   // prepare: chunk c's stage in for every thread, and every warp past chunk c - 1's wgmma (waited
   // for at the end of its step), so the stage chunk c - 1 used may be refilled (chunk c + S - 2):
   // then chunk c's A registers. Called for c = 0, 1, ... in order; st_prep is chunk c's stage.
@@ -166,7 +168,7 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
     __syncthreads();
     cp.issue(tid);
     const uint32_t ws = st_prep + N * 128;
-    st_prep = next_stage(st_prep);
+    st_prep = cp.next(st_prep);
     const uint4 w0 = lds_u4(ws + (warp * 16 + g) * 64 + t * 16), w1 = lds_u4(ws + (warp * 16 + g + 8) * 64 + t * 16);
     uint32_t l00, l01, l10, l11;
     e4m3_lut(__byte_perm(lds_u32(ws + kStageW + (warp * 16 + g) * 4), 0u, 0x4440u + t), l00, l01);
@@ -183,7 +185,7 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   uint32_t st_step = s_base;  // chunk c's stage
   auto step = [&](int c, uint32_t (&a)[4][4], uint32_t (&next)[4][4]) {
     const uint32_t st = st_step;
-    st_step = next_stage(st_step);
+    st_step = cp.next(st_step);
     const uint64_t d0 = wgmma_desc_sw128(st);
     wgmma_fence();
 #pragma unroll

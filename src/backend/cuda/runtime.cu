@@ -1,4 +1,6 @@
 // Memory, copies and errors of the CUDA op set.
+#include <algorithm>
+
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
@@ -23,13 +25,80 @@ bool device_available() {
   return true;
 }
 
+namespace {
+// The current device's default pool, its release threshold raised once per device so that blocks
+// freed by device_free_ordered stay in the pool for the next state instead of going back to the
+// driver at each synchronisation.
+cudaMemPool_t ordered_pool() {
+  static std::atomic<uint64_t> raised{0};
+  int dev = 0;
+  cudaMemPool_t pool = nullptr;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetDefaultMemPool(&pool, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  const uint64_t bit = uint64_t{1} << (dev & 63);
+  if (!(raised.load() & bit)) {
+    uint64_t keep = UINT64_MAX;
+    if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep) == cudaSuccess) raised |= bit;
+    cudaGetLastError();
+  }
+  return pool;
+}
+}  // namespace
+
 void* device_alloc(size_t bytes) {
   void* p = nullptr;
-  if (!check(cudaMalloc(&p, bytes), "cudaMalloc")) return nullptr;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e == cudaErrorMemoryAllocation) {
+    // The ordered pool may hold freed state blocks: hand them back to the driver, try once more.
+    cudaGetLastError();
+    cudaMemPool_t pool = ordered_pool();
+    if (pool && cudaDeviceSynchronize() == cudaSuccess && cudaMemPoolTrimTo(pool, 0) == cudaSuccess)
+      e = cudaMalloc(&p, bytes);
+  }
+  if (!check(e, "cudaMalloc")) {
+    cudaGetLastError();
+    return nullptr;
+  }
   return p;
 }
 void device_free(void* p) {
   if (p) cudaFree(p);
+}
+void* device_alloc_ordered(size_t bytes) {
+  cudaMemPool_t pool = ordered_pool();
+  void* p = nullptr;
+  if (!pool) {
+    detail::fail("device_alloc_ordered: no default memory pool");
+    return nullptr;
+  }
+  if (!check(cudaMallocFromPoolAsync(&p, bytes, pool, cudaStreamLegacy), "cudaMallocFromPoolAsync")) {
+    cudaGetLastError();  // out of memory is not sticky: no later launch check should see it
+    return nullptr;
+  }
+  return p;
+}
+bool device_memory_info(size_t* free_bytes, size_t* total_bytes) {
+  if (!check(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo")) return false;
+  // Blocks the ordered pool holds for reuse are free to new state though the driver counts them used.
+  if (cudaMemPool_t pool = ordered_pool()) {
+    uint64_t reserved = 0, used = 0;
+    if (cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess &&
+        cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used) == cudaSuccess && reserved > used)
+      *free_bytes = std::min<size_t>(*total_bytes, *free_bytes + (reserved - used));
+    cudaGetLastError();
+  }
+  return true;
+}
+void device_free_ordered(void* p) {
+  if (p && cudaFreeAsync(p, cudaStreamLegacy) != cudaSuccess) cudaGetLastError();
+}
+bool memset_ordered(void* p, int value, size_t bytes) {
+  return check(cudaMemsetAsync(p, value, bytes, cudaStreamLegacy), "memset_ordered");
+}
+bool copy_ordered(void* dst, const void* src, size_t bytes) {
+  return check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, cudaStreamLegacy), "copy_ordered");
 }
 bool copy_to_device(void* dst, const void* src, size_t bytes) {
   return check(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy_to_device");

@@ -20,6 +20,21 @@ Result<DeviceBuffer> DeviceBuffer::zeros(size_t bytes, const std::string& what) 
   return upload(z.data(), bytes, what);
 }
 
+Result<DeviceBuffer> DeviceBuffer::ordered(size_t bytes, const std::string& what) {
+  DeviceBuffer b;
+  if (bytes == 0) return b;
+  b.p_ = cuda::device_alloc_ordered(bytes);
+  if (!b.p_) return Status::resource_exhausted("CUDA: cannot allocate " + std::to_string(bytes) + " bytes for " + what);
+  b.n_ = bytes, b.ordered_ = true;
+  return b;
+}
+
+Result<DeviceBuffer> DeviceBuffer::ordered_zeros(size_t bytes, const std::string& what) {
+  DI_ASSIGN_OR_RETURN(DeviceBuffer b, ordered(bytes, what));
+  if (bytes && !cuda::memset_ordered(b.p_, 0, bytes)) return device_error("zeroing of " + what);
+  return b;
+}
+
 Result<DeviceBuffer> DeviceBuffer::upload(const void* src, size_t bytes, const std::string& what) {
   DI_ASSIGN_OR_RETURN(DeviceBuffer b, alloc(bytes, what));
   if (bytes && !cuda::copy_to_device(b.p_, src, bytes)) return device_error("upload of " + what);
@@ -27,14 +42,19 @@ Result<DeviceBuffer> DeviceBuffer::upload(const void* src, size_t bytes, const s
 }
 
 Result<DeviceBuffer> DeviceBuffer::clone(const std::string& what) const {
+  if (ordered_) {
+    DI_ASSIGN_OR_RETURN(DeviceBuffer b, ordered(n_, what));
+    if (n_ && !cuda::copy_ordered(b.p_, p_, n_)) return device_error("copy of " + what);
+    return b;
+  }
   DI_ASSIGN_OR_RETURN(DeviceBuffer b, alloc(n_, what));
   if (n_ && !cuda::copy_device_to_device(b.p_, p_, n_)) return device_error("copy of " + what);
   return b;
 }
 
 void DeviceBuffer::reset() {
-  if (p_) cuda::device_free(p_);
-  p_ = nullptr, n_ = 0;
+  if (p_) ordered_ ? cuda::device_free_ordered(p_) : cuda::device_free(p_);
+  p_ = nullptr, n_ = 0, ordered_ = false;
 }
 
 Result<void*> Scratch::get(int slot, size_t bytes) {

@@ -1,5 +1,6 @@
-// DeviceBuffer: one owned device allocation (cuda_ops.h's device_alloc / device_free), moved, never
-// copied implicitly; clone() is an explicit device-to-device copy. Scratch: grow-only named
+// DeviceBuffer: one owned device allocation (cuda_ops.h's device_alloc / device_free, or for
+// sequence state the stream-ordered device_alloc_ordered / device_free_ordered, which never make
+// the host wait), moved, never copied implicitly; clone() is an explicit device-to-device copy. Scratch: grow-only named
 // workspaces a forward reuses across calls. Plain C++ over the CUDA op API (no CUDA headers).
 #pragma once
 
@@ -18,11 +19,11 @@ class DeviceBuffer {
   DeviceBuffer() = default;
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_) { o.p_ = nullptr, o.n_ = 0; }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : p_(o.p_), n_(o.n_), ordered_(o.ordered_) { o.p_ = nullptr, o.n_ = 0; }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       reset();
-      p_ = o.p_, n_ = o.n_;
+      p_ = o.p_, n_ = o.n_, ordered_ = o.ordered_;
       o.p_ = nullptr, o.n_ = 0;
     }
     return *this;
@@ -33,13 +34,18 @@ class DeviceBuffer {
   static Result<DeviceBuffer> alloc(size_t bytes, const std::string& what);
   /// Allocates and fills with zeros.
   static Result<DeviceBuffer> zeros(size_t bytes, const std::string& what);
+  /// Stream-ordered (cuda::device_alloc_ordered; contents undefined): the host does not wait for
+  /// steps in flight, nor when the buffer is freed (reset, destruction) or cloned.
+  static Result<DeviceBuffer> ordered(size_t bytes, const std::string& what);
+  /// The same, zeroed on the device in that order.
+  static Result<DeviceBuffer> ordered_zeros(size_t bytes, const std::string& what);
   /// Allocates and copies `bytes` from host memory.
   static Result<DeviceBuffer> upload(const void* src, size_t bytes, const std::string& what);
   template <class T>
   static Result<DeviceBuffer> upload(const std::vector<T>& v, const std::string& what) {
     return upload(v.data(), v.size() * sizeof(T), what);
   }
-  /// A device copy (same size).
+  /// A device copy (same size; stream-ordered when this buffer is).
   Result<DeviceBuffer> clone(const std::string& what) const;
 
   void reset();
@@ -51,6 +57,7 @@ class DeviceBuffer {
  private:
   void* p_ = nullptr;
   size_t n_ = 0;
+  bool ordered_ = false;
 };
 
 /// Device error of the last failed op, as a Status naming the call.

@@ -91,6 +91,18 @@ std::unique_ptr<ModelState> V4GpuModel::new_state() const {
   return std::move(s).value();
 }
 
+std::optional<DeviceMemory> V4GpuModel::device_memory() const {
+  size_t free = 0, total = 0;
+  if (!cuda::device_memory_info(&free, &total)) return std::nullopt;
+  return DeviceMemory{static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
+Status V4GpuModel::fill_synthetic_state(ModelState& state, int64_t length, uint64_t seed) {
+  auto* st = dynamic_cast<GpuSequenceState*>(&state);
+  if (!st) return Status::invalid_argument("sequence state does not belong to this deepseek_v4 CUDA model");
+  return st->fill_synthetic(length, seed);
+}
+
 Result<std::vector<SeqRun>> V4GpuModel::runs_of(std::span<const ModelInput> batch) const {
   if (batch.empty()) return Status::invalid_argument("empty batch");
   std::vector<SeqRun> runs;

@@ -44,7 +44,10 @@ class V4GpuModel final : public Model {
   const ModelSpec& info() const override { return info_; }
   /// nullptr when the device has no room for another sequence.
   std::unique_ptr<ModelState> new_state() const override;
+  Status fill_synthetic_state(ModelState& state, int64_t length, uint64_t seed) override;
   Status forward(std::span<const ModelInput> batch, v4::ForwardOutput& out) override;
+  /// The device's memory now (cuda::device_memory_info: the ordered pool's idle blocks count as free).
+  std::optional<DeviceMemory> device_memory() const override;
   bool samples_on_device() const override { return true; }
   /// launch_sample + collect_sample; an error while a launched step is not collected.
   Status forward_sample(std::span<const ModelInput> batch, std::span<const SampleRow> rows,
