@@ -2,7 +2,8 @@
 """The benchmark scripts' host-side logic (no GPU, no torch): bench/peer_transformers.py's config,
 argument lists and row order, tools/device/collect_bench.py's merge of bench files and peer rows
 into the results format (bench/results/*.json), and tools/device/results_table.py's table of one
-(docs/performance.md) with the issue's targets judged per row."""
+(docs/performance.md) with the issue's targets judged per row; tools/device/loops.sh's reading of
+compute-sanitizer output."""
 import importlib.util
 import json
 import os
@@ -15,6 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 PEER = os.path.join(ROOT, "bench", "peer_transformers.py")
 COLLECT = os.path.join(ROOT, "tools", "device", "collect_bench.py")
 TABLE = os.path.join(ROOT, "tools", "device", "results_table.py")
+LOOPS = os.path.join(ROOT, "tools", "device", "loops.sh")
+RACECHECK_LOG = os.path.join(ROOT, "bench", "results", "logs", "twentyfourth-h100-racecheck-route.txt")
 
 
 def load(path, name):
@@ -150,6 +153,28 @@ class ResultsTable(unittest.TestCase):
         self.assertIn("| v4-flash-4 | decode | 32 | 4100 | 8,000 |", lines[3])
         self.assertTrue(lines[-1].startswith("| v4-flash-ep8 | decode | 256 |"), lines[-1])
         self.assertEqual(lines[0].count("|"), lines[1].count("|"))
+
+
+class SanitizerReading(unittest.TestCase):
+    """san_library_only: a sanitizer run counts clean only when every report is in NVIDIA's kernels."""
+
+    def library_only(self, text):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write(text)
+        try:
+            cmd = f'source "{LOOPS}" >/dev/null && san_library_only "{f.name}"'
+            return subprocess.run(["bash", "-c", cmd], capture_output=True).returncode == 0
+        finally:
+            os.unlink(f.name)
+
+    def test_reports_in_cublas_kernels_only(self):
+        with open(RACECHECK_LOG) as f:
+            log = f.read()
+        self.assertTrue(self.library_only(log))
+        # one report in a kernel of ours, the tests failing, or no report at all: not exempt
+        self.assertFalse(self.library_only(log.replace("nvjet_sm90_tss_64x8", "router_logits_staged_kernel", 1)))
+        self.assertFalse(self.library_only(log.replace("[  PASSED  ]", "[  FAILED  ]")))
+        self.assertFalse(self.library_only("========= ERROR SUMMARY: 0 errors\n[  PASSED  ] 3 tests.\n"))
 
 
 if __name__ == "__main__":

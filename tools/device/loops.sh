@@ -46,7 +46,9 @@ run_tests() {
 # over carried test binaries, within BOX_S seconds in all. SPEC is TOOL:TEST:FILTER (TOOL memcheck,
 # racecheck, synccheck or initcheck; FILTER a gtest filter), e.g.
 # "memcheck:cuda_attn_lt_test:CudaAttention.*". Output in $OUT/san-TOOL-TEST.txt; prints each run's
-# error summary and its first reports; sets SAN_RC to 1 if any run reported errors or failed.
+# error summary and its first reports; sets SAN_RC to 1 if any run reported errors or failed, unless
+# every report names a kernel of NVIDIA's libraries (san_library_only: cuBLASLt's nvjet / xmma /
+# cutlass kernels, which racecheck flags in any test that calls them) and the tests passed.
 run_sanitized() {
   local dir=$1 end=$(($2 + SECONDS)) spec tool t filter left rc san
   shift 2
@@ -58,13 +60,27 @@ run_sanitized() {
     left=$((end - SECONDS))
     [ -x "$dir/$t" ] || { echo "$spec: not carried"; SAN_RC=1; continue; }
     [ "$left" -gt 5 ] || { echo "$spec: skipped (box spent)"; continue; }
-    timeout "$left" "$san" --tool "$tool" --error-exitcode 99 --print-limit 20 "$dir/$t" --gtest_filter="${filter:-*}" \
+    timeout "$left" "$san" --tool "$tool" --error-exitcode 99 --print-limit 200 "$dir/$t" --gtest_filter="${filter:-*}" \
       > "$OUT/san-$tool-$t.txt" 2>&1
     rc=$?
-    [ $rc -eq 0 ] || SAN_RC=1
+    if [ $rc -eq 99 ] && san_library_only "$OUT/san-$tool-$t.txt"; then
+      echo "$spec: every report is in a library kernel (cuBLASLt), none in ours; counted clean"
+    elif [ $rc -ne 0 ]; then
+      SAN_RC=1
+    fi
     echo "$spec rc=$rc: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/san-$tool-$t.txt" | tail -1)"
     grep -E "^========= (Invalid|Race|Barrier|Uninitialized|Program hit|Error)|^=========     at " "$OUT/san-$tool-$t.txt" | head -8
   done
+}
+
+# san_library_only FILE: true when compute-sanitizer's output FILE has reports, fewer than its print
+# limit (200, so none went unprinted), each naming a kernel of NVIDIA's libraries, and the gtest run
+# in it passed.
+san_library_only() {
+  local reports
+  reports=$(grep -E "^========= (Invalid|Race|Barrier|Uninitialized|Error)" "$1")
+  [ -n "$reports" ] && [ "$(wc -l <<< "$reports")" -lt 200 ] && grep -q "^\[  PASSED  \]" "$1" &&
+    ! grep -Evq "nvjet_|xmma|cutlass|cublas" <<< "$reports"
 }
 
 # run_benches DEEPINFER BOX_S: `DEEPINFER bench --device cuda ARGS --json $OUT/bench-NAME.json` for
