@@ -26,7 +26,7 @@ cp build/tests/cuda/cuda_ops_bench /tmp/cuda_ops_bench-before
 cp build/tests/cuda/cuda_attn_lt_bench /tmp/cuda_attn_lt_bench-before
 # shellcheck disable=SC2086
 git apply $change
-git status --porcelain | awk '$1 == "??" {print $2}' | grep -E '^src/|^tests/|^bench/' | xargs -r git add -N
+{ git status --porcelain | awk '$1 == "??" {print $2}' | grep -E '^src/|^tests/|^bench/' || true; } | xargs -r git add -N
 T=build/tests/cuda
 ninja -C build deepinfer cuda_ops_bench cuda_attn_lt_bench cuda_layer_ops_test cuda_attn_lt_test cuda_v4_model_test \
   cuda_v4_synthetic_test cuda_v4_engine_test
