@@ -74,8 +74,9 @@ run_sanitized() {
 }
 
 # san_library_only FILE: true when compute-sanitizer's output FILE has reports, fewer than its print
-# limit (200, so none went unprinted), each naming a kernel of NVIDIA's libraries, and the gtest run
-# in it passed.
+# limit (200, so none went unprinted), each naming a kernel of NVIDIA's libraries on its first line
+# (racecheck's form; memcheck names the kernel on the next line, so its reports never pass), and the
+# gtest run in it passed.
 san_library_only() {
   local reports
   reports=$(grep -E "^========= (Invalid|Race|Barrier|Uninitialized|Error)" "$1")
