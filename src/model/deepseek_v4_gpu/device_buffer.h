@@ -1,7 +1,8 @@
 // DeviceBuffer: one owned device allocation (cuda_ops.h's device_alloc / device_free, or for
 // sequence state the stream-ordered device_alloc_ordered / device_free_ordered, which never make
-// the host wait), moved, never copied implicitly; clone() is an explicit device-to-device copy. Scratch: grow-only named
-// workspaces a forward reuses across calls. Plain C++ over the CUDA op API (no CUDA headers).
+// the host wait), moved, never copied implicitly; clone() is an explicit device-to-device copy.
+// Scratch: grow-only named workspaces a forward reuses across calls. Plain C++ over the CUDA op
+// API (no CUDA headers).
 #pragma once
 
 #include <cstddef>

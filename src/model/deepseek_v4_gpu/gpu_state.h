@@ -26,9 +26,9 @@ struct GpuCompressorState {
   int64_t capacity = 0;      // rows allocated
   /// Makes room for `rows` entries (grown_capacity), keeping the ones written.
   Status reserve(int64_t rows);
-  /// The rows a reserve of `rows` allocates past `capacity`: at least 1.5x (a growth costs a copy
-  /// and a device synchronisation, so it stays logarithmic in the length) but never more than
-  /// `rows` rounded up to 64. Doubling held a context of 4 x 2^k tokens (2^k + 1 rows) in 2^(k+1)
+  /// The rows a reserve of `rows` allocates past `capacity`: at least 1.5x (a growth costs an
+  /// allocation and a copy of the entries, so their number stays logarithmic in the length) but
+  /// never more than `rows` rounded up to 64. Doubling held a context of 4 x 2^k tokens (2^k + 1 rows) in 2^(k+1)
   /// rows: 2x the entries' memory at 32k, where the EP slice's batch of 256 then did not fit.
   static int64_t grown_capacity(int64_t capacity, int64_t rows);
   Result<GpuCompressorState> clone() const;
