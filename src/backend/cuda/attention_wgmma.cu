@@ -11,17 +11,19 @@
 // Block: one (split, query), 64 heads, two warpgroups; q and two K/V stages in shared memory in
 // the 128-byte swizzled layout wgmma reads (a tile is 8 chunks of 64 dims x 64 rows, 8 KB each,
 // row r's 16-byte unit u of a chunk at 128 r + 16 (u ^ (r & 7))). Per 64-row tile:
-//   1. S = q K^T (m64n64k16 x 32, both operands K-major from shared memory). BOTH warpgroups
-//      compute all of S: each then holds every logit of its rows, so the softmax needs no
-//      exchange between them and P stays in registers (the accumulator layout of S is the A
-//      fragment layout of the next MMA).
-//   2. Online softmax in registers: rows g and g + 8 of each warp's 16 heads, 16 logits per
-//      thread per row, the row max / sum over the 4 threads of a row by shuffles.
-//   3. O[:, 256 w ..] += P V for warpgroup w (m64n256k16 x 4, A = P from registers, B = the same
-//      K tile read MN-major: dims contiguous, 8-row atoms 1024 B apart, 64-dim chunks 8 KB apart).
-// Two block barriers per tile (the tile in; every warpgroup past its reads before the stage is
-// refilled). The output (128 fp32 per thread) stays in registers until the finish, which goes
-// through shared memory (compact code, coalesced stores).
+//   1. S_w = q K_w^T for warpgroup w's 32 rows of the tile (m64n32k16 x 32, both operands K-major
+//      from shared memory): each warpgroup computes half the logits, so the tile costs 2 units of
+//      MMA work (q K^T once, P V once) where computing all of S in both warpgroups cost 3.
+//   2. Online softmax in registers: rows g and g + 8 of each warp's 16 heads, 8 logits per thread
+//      per row, the row max over the 4 threads of a row by shuffles, then over the two halves
+//      through shared memory (both warpgroups then hold the same m, alpha and l for every head).
+//   3. O[:, 256 w ..] += P V for warpgroup w (m64n256k16 x 4, A = P from registers: the half this
+//      warpgroup made stays in registers (the accumulator layout of S is the A fragment layout of
+//      the next MMA), the other half and its row sums come through shared memory; B = the same K
+//      tile read MN-major: dims contiguous, 8-row atoms 1024 B apart, 64-dim chunks 8 KB apart).
+// Four block barriers per tile (the tile in; the row maxima; P and the row sums; every warpgroup
+// past its reads before the stage is refilled). The output (128 fp32 per thread) stays in
+// registers until the finish, which goes through shared memory (compact code, coalesced stores).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -44,11 +46,13 @@ constexpr int kThreads = 256;
 constexpr int kChunk = kTile * 128;     // one 64-dim chunk of a 64-row tile: 8 KB
 constexpr int kTileBytes = 8 * kChunk;  // 64 KB (q, or one K/V stage)
 constexpr int kSmemBytes = 3 * kTileBytes + 1024;  // q, 2 stages, alignment slack
+constexpr int kPRow = 20;                          // sP's row: 16 bf16 pairs + 4 words of padding
 // The finish's O rows in the same shared memory: 8 floats of padding a row, so the 16 lanes of a
 // half-warp's float2 stores (4 rows x 32 bytes) fall in distinct banks.
 constexpr int kORow = kD + 8;
 static_assert(kH * kORow * 4 + kH * 2 * 4 <= 3 * kTileBytes, "the finish's O rows exceed the kernel's shared memory");
-static_assert(kSmemBytes + 2 * kTile * 4 + kRope * 2 <= 232448, "exceeds the SM90 per-block shared memory");
+static_assert(kSmemBytes + 2 * kTile * 4 + kRope * 2 + 2 * kH * 4 * 2 + 2 * kH * kPRow * 4 <= 232448,
+              "exceeds the SM90 per-block shared memory");
 
 // Byte offset of row r's 16-byte unit j (dims 8j .. 8j + 7, j < 64) in a tile.
 __device__ __forceinline__ uint32_t tile_off(int r, int j) {
@@ -66,12 +70,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   __shared__ int sValid[2][kTile];
   __shared__ float sFreq[kRope / 2];
+  // The exchange between the two warpgroups' halves of a tile: row maxima, row sums, and P (bf16
+  // pairs, 16 a head per half, padded to 20 so a warp's stores fall in distinct banks).
+  __shared__ float sMax[2][kH], sSum[2][kH];
+  __shared__ uint32_t sP[2][kH][kPRow];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023u) & ~1023u;  // q, then the 2 stages
   unsigned char* const gbase = smem_raw + (base - raw);
 
   const int b = b_base + blockIdx.y, split = blockIdx.x;
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int h0 = warp * 16 + g, c0 = 32 * wg;  // this thread's heads h0, h0 + 8; the warpgroup's first tile row
   const SplitRows rows(a, b, split);
   if (split >= rows.nsplit) return;
   const int ntiles = rows.ntiles;
@@ -112,29 +121,33 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_proxy_async_shared();  // this thread's copies visible to wgmma
     __syncthreads();
     const uint32_t kt = base + (1 + (t & 1)) * kTileBytes;
-    // 1. S = q K^T over k = 512: chunk ks / 4, 32 bytes per k16 step within a row.
-    float s[32];
+    // 1. S_w = q K[32 wg .. 32 wg + 31]^T over k = 512: this warpgroup's half of the tile's rows
+    //    (row 32 sits 4096 B into each 8 KB chunk: whole swizzle atoms); chunk ks / 4, 32 bytes per
+    //    k16 step within a row.
+    float s[16];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) s[i] = 0.f;
-    const uint64_t dq = detail::wgmma_desc_sw128(base), dk = detail::wgmma_desc_sw128(kt);
+    for (int i = 0; i < 16; ++i) s[i] = 0.f;
+    const uint64_t dq = detail::wgmma_desc_sw128(base), dk = detail::wgmma_desc_sw128(kt + wg * 32 * 128);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kD / 16; ++ks) {
       const uint32_t off = (ks >> 2) * kChunk + (ks & 3) * 32;
-      detail::wgmma_bf16_ss_64(s, detail::wgmma_desc_advance(dq, off), detail::wgmma_desc_advance(dk, off), 1);
+      detail::wgmma_bf16_ss_32(s, detail::wgmma_desc_advance(dq, off), detail::wgmma_desc_advance(dk, off), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
 #pragma unroll
-    for (int i = 0; i < 32; ++i) wgmma_fence_operand(s[i]);
-    // 2. Online softmax: s[4j + 2rr + e] is row g + 8rr, column 8j + 2tq + e.
+    for (int i = 0; i < 16; ++i) wgmma_fence_operand(s[i]);
+    // 2. Online softmax: s[4j + 2rr + e] is head h0 + 8rr, tile column c0 + 8j + 2tq + e. The row
+    //    max over both halves goes through sMax (one barrier); both warpgroups then hold the same
+    //    m and alpha for every head.
     const int* valid = sValid[t & 1];
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const bool v = valid[8 * j + 2 * tq + e] != 0;
+        const bool v = valid[c0 + 8 * j + 2 * tq + e] != 0;
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
           float& x = s[4 * j + 2 * rr + e];
@@ -142,35 +155,59 @@ __global__ void __launch_bounds__(kThreads, 1)
           mx[rr] = fmaxf(mx[rr], x);
         }
       }
-    float alpha[2], sum[2] = {0.f, 0.f}, m_use[2];
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
       mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
-      const float m_new = fmaxf(m[rr], mx[rr]);
+      if (tq == 0) sMax[wg][h0 + 8 * rr] = mx[rr];
+    }
+    __syncthreads();
+    float alpha[2], sum[2] = {0.f, 0.f}, m_use[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float m_new = fmaxf(m[rr], fmaxf(sMax[0][h0 + 8 * rr], sMax[1][h0 + 8 * rr]));
       // A row with no valid logit yet subtracts 0: its exps are exp(-inf) = 0 with no branch (o
       // and l are still 0 there, so alpha 0 changes nothing); any other row subtracts its max.
       m_use[rr] = m_new == -INFINITY ? 0.f : m_new;
       alpha[rr] = expf(m[rr] - m_use[rr]);
       m[rr] = m_new;
     }
-    // P as the A fragments of the 4 k16 steps: n8 tile j is step j / 2, registers 2 (j & 1) + rr.
-    uint32_t p[4][4];
+    // P as the A fragments of the PV MMA's 4 k16 steps: n8 tile J = 4 wg + j of the tile is step
+    // J / 2, registers 2 (J & 1) + rr. This warpgroup makes steps 2 wg and 2 wg + 1 (`mine`) and
+    // reads the other two from the other warpgroup through sP, with the partial row sums.
+    uint32_t mine[2][4], theirs[2][4];
 #pragma unroll
-    for (int j = 0; j < 8; ++j)
+    for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int rr = 0; rr < 2; ++rr) {
         const float p0 = expf(s[4 * j + 2 * rr] - m_use[rr]);
         const float p1 = expf(s[4 * j + 2 * rr + 1] - m_use[rr]);
         sum[rr] = __fadd_rn(__fadd_rn(sum[rr], p0), p1);
-        p[j >> 1][2 * (j & 1) + rr] = pack_bf16(p0, p1);
+        mine[j >> 1][2 * (j & 1) + rr] = pack_bf16(p0, p1);
+        sP[wg][h0 + 8 * rr][4 * j + tq] = mine[j >> 1][2 * (j & 1) + rr];
       }
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(0xffffffffu, sum[rr], 1));
       sum[rr] = __fadd_rn(sum[rr], __shfl_xor_sync(0xffffffffu, sum[rr], 2));
-      l[rr] = __fadd_rn(__fmul_rn(alpha[rr], l[rr]), sum[rr]);
+      if (tq == 0) sSum[wg][h0 + 8 * rr] = sum[rr];
     }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) theirs[j >> 1][2 * (j & 1) + rr] = sP[wg ^ 1][h0 + 8 * rr][4 * j + tq];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr)  // the halves' sums in one order in both warpgroups: the same l
+      l[rr] = __fadd_rn(__fmul_rn(alpha[rr], l[rr]), __fadd_rn(sSum[0][h0 + 8 * rr], sSum[1][h0 + 8 * rr]));
+    uint32_t p[4][4];
+#pragma unroll
+    for (int q = 0; q < 2; ++q)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        p[q][i] = wg == 0 ? mine[q][i] : theirs[q][i];
+        p[2 + q][i] = wg == 0 ? theirs[q][i] : mine[q][i];
+      }
 #pragma unroll
     for (int j = 0; j < 32; ++j) o[4 * j] *= alpha[0], o[4 * j + 1] *= alpha[0], o[4 * j + 2] *= alpha[1], o[4 * j + 3] *= alpha[1];
     // 3. O[:, 256 wg ..] += P V: rows 16q .. 16q + 15 of the tile are 2 atoms (2048 B) on.

@@ -201,6 +201,16 @@ __device__ __forceinline__ void wgmma_bf16_ss_64(float (&d)[32], uint64_t da, ui
       : "l"(da), "l"(db), "r"(scale_d));
 }
 
+/// wgmma_bf16_ss_32: d[m64 x 32] (+)= a[m64 x k16] . b[k16 x 32], as wgmma_bf16_ss_64 with half the
+/// N (the attention's q K^T over one warpgroup's 32 rows of a tile).
+__device__ __forceinline__ void wgmma_bf16_ss_32(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(da), "l"(db), "r"(scale_d));
+}
+
 /// Descriptor of an MN-major bf16 operand with the 128-byte swizzle (wgmma's "transposed" B): rows
 /// of 64 N-elements (128 B) per k, 8 k-rows per 1024-byte atom (SBO: the next 8 k-rows), the next
 /// 64 N-elements `lbo` bytes on (LBO). The tile 1024-byte aligned.
