@@ -255,6 +255,9 @@ int run_bench(const BenchArgs& a) {
     std::vector<std::unique_ptr<ModelState>> states;
     std::vector<ModelInput> batch;
     if (!cpu && a.tuning.profile) (void)cuda_step_times(m, true);  // the timed prefill's parts only
+    // With no decode steps the profiler's span ("from start off") is the timed prefill instead.
+    const bool prefill_span = !cpu && a.gen_len == 0;
+    if (prefill_span) cuda_profiler_range(true);
     const double t0 = now_s();
     for (auto& p : prompts) {
       states.push_back(m.new_state());
@@ -272,6 +275,7 @@ int run_bench(const BenchArgs& a) {
       batch.push_back({states.back().get(), {}, false});
     }
     prefill_s = now_s() - t0;
+    if (prefill_span) cuda_profiler_range(false);
     if (!cpu && a.tuning.profile) {
       auto t = cuda_step_times(m, false);
       if (t.is_ok()) prefill_parts = *t;
