@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The twenty-sixth slice's second device call:
+# The twenty-sixth slice's second device call. RAN 2026-12-06 on an H100 (NCU_S=0): tests and
+# sanitizers passed, the change measured slower (EP batch 256 -1.7%, the kernel alone -3.5% to +7%)
+# and was dropped; its patch is gone (docs/performance.md, the twenty-sixth slice, has the figures).
 #   tools/device/pending/twentysixth-b-persistent-attn.patch: the wgmma attention kernel persistent
 #   over its (sequence, split) items (grid min(items, SMs)); the next item's q and first tile are
 #   copied during the current item's last tile, and the finish goes through the last tile's stage
