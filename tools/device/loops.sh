@@ -113,6 +113,65 @@ ncu_step_table() {
   OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$args" tools/device/run_ncu.sh 2>&1 | tail -"$tail_n"
 }
 
+# attn_ab CASES: the attention change's checks and A/B (plan_twentysixth*.sh): the attention tests
+# (TEST_RC 1 if they or the V4 model / synthetic / engine tests fail), racecheck and memcheck over
+# the attention parity test, the wgmma kernel alone before / after (cuda_attn_lt_bench-before and
+# cuda_attn_lt_bench, CUDA-graph timed) at each ATTN_CASE B:N_CMP:SPLIT of CASES, and the prefill
+# speed test.
+attn_ab() {
+  local c b krc all
+  echo "== tests"
+  GTEST_FILTER='CudaAttention.*' run_tests "$BIN" 90 cuda_attn_lt_test
+  krc=$TEST_RC
+  run_tests "$BIN" "${TESTS_S:-140}" cuda_v4_model_test cuda_v4_synthetic_test cuda_v4_engine_test
+  [ "$krc" = 0 ] || TEST_RC=1
+  all=$TEST_RC
+  run_sanitized "$BIN" 100 "racecheck:cuda_attn_lt_test:CudaAttention.PrefixIndexEqualsExplicitIndex" \
+    "memcheck:cuda_attn_lt_test:CudaAttention.PrefixIndexEqualsExplicitIndex"
+  echo "== the attention kernel alone, before / after (ATTN_CASE=B:N_CMP:SPLIT, CUDA-graph timed)"
+  for c in $1; do
+    for b in cuda_attn_lt_bench-before cuda_attn_lt_bench; do
+      ATTN_CASE=$c timeout 60 "$BIN/$b" "$OUT/attn-${c//:/-}-$b.json" x > "$OUT/attn-${c//:/-}-$b.txt" 2>&1
+      echo "$b $c rc=$?: $(grep -E '^decode_attention' "$OUT/attn-${c//:/-}-$b.txt" | head -1 | sed 's/  */ /g' | cut -c1-140)"
+    done
+  done
+  GTEST_FILTER='CudaAttention.PrefillSpeed' run_tests "$BIN" 40 cuda_attn_lt_test
+  grep -E "prefill speed" "$OUT/test-cuda_attn_lt_test.txt" | cut -c1-170
+  [ "$TEST_RC" = 0 ] && TEST_RC=$all
+}
+
+# ab_pairs "NAME ARGS" lines: each line, then the same with NAME before-NAME (run_benches runs a
+# before- config with the carried build before the change, deepinfer-before).
+ab_pairs() {
+  local name args
+  while read -r name args; do
+    [ -n "$name" ] && printf '%s %s\nbefore-%s %s\n' "$name" "$args" "$name" "$args"
+  done <<< "$1"
+}
+
+# ncu_prefill_table BOX_S BENCH_ARGS: with more than 60 s, every kernel of one prefill of
+# `deepinfer bench BENCH_ARGS --gen-len 0` (the timed prefill is then the profiler's span) timed
+# alone by Nsight Compute, in $OUT/p8k.
+ncu_prefill_table() {
+  [ "$1" -gt 60 ] || return 0
+  mkdir -p "$OUT/p8k"
+  echo "== ncu: the prefill kernel by kernel ($2; box $1 s)"
+  OUT="$OUT/p8k" TIME_S=$1 TIME_RANGE=1 TIME_BENCH="$2 --gen-len 0" tools/device/run_ncu.sh 2>&1 | tail -42
+}
+
+# ncu_step_by_name BOX_S BENCH_ARGS: with more than 60 s, one decode step of `deepinfer bench
+# BENCH_ARGS` (its timed steps recorded, states best filled) summed by kernel name
+# (tools/device/ncu_step.py), in $OUT/step.
+ncu_step_by_name() {
+  [ "$1" -gt 60 ] || return 0
+  mkdir -p "$OUT/step"
+  echo "== ncu: one decode step kernel by kernel ($2; box $1 s)"
+  OUT="$OUT/step" TIME_S=$1 TIME_RANGE=1 TIME_COUNT=20000 TIME_BENCH="$2" tools/device/run_ncu.sh > "$OUT/step/run.txt" 2>&1
+  grep -E "^rc=|^decode " "$OUT/step/run.txt"
+  [ -f "$OUT/step/ncu-times.csv.gz" ] &&
+    python3 tools/device/ncu_step.py <(zcat "$OUT/step/ncu-times.csv.gz") 2>&1 | tee "$OUT/step/step.txt" | head -40
+}
+
 # ops_ab ARGS GREP [LINES]: `cuda_ops_bench OUT x ARGS` with the carried build before
 # (cuda_ops_bench-before) and this one, each within 60 s, printing the first LINES (default 4)
 # result lines that match GREP; output in $OUT/ops-NAME-BIN.{json,txt} (NAME: ARGS, colons as dashes).
