@@ -8,7 +8,8 @@
 #      TIME_COUNT pick a window of launches (e.g. one decode step after the prefill); with
 #      TIME_RANGE=1 only the timed decode steps are recorded (the bench marks them with
 #      cudaProfilerStart/Stop; ncu --profile-from-start off), so a large batch's prefill is not
-#      profiled kernel by kernel (tools/device/ncu_step.py then picks one step).
+#      profiled kernel by kernel (tools/device/ncu_step.py then picks one step); with --gen-len 0
+#      the bench marks its timed prefill instead (not the warm-up pass).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
