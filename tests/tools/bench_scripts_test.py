@@ -3,7 +3,7 @@
 argument lists and row order, tools/device/collect_bench.py's merge of bench files and peer rows
 into the results format (bench/results/*.json), and tools/device/results_table.py's table of one
 (docs/performance.md) with the issue's targets judged per row; tools/device/loops.sh's reading of
-compute-sanitizer output."""
+compute-sanitizer output and its before / after bench configs."""
 import importlib.util
 import json
 import os
@@ -175,6 +175,21 @@ class SanitizerReading(unittest.TestCase):
         self.assertFalse(self.library_only(log.replace("nvjet_sm90_tss_64x8", "router_logits_staged_kernel", 1)))
         self.assertFalse(self.library_only(log.replace("[  PASSED  ]", "[  FAILED  ]")))
         self.assertFalse(self.library_only("========= ERROR SUMMARY: 0 errors\n[  PASSED  ] 3 tests.\n"))
+
+
+class BeforeTwins(unittest.TestCase):
+    """ab_pairs: each bench config, then its before- twin (run with the build before the change)."""
+
+    def pairs(self, text):
+        cmd = f'source "{LOOPS}" >/dev/null && ab_pairs "$1"'
+        return subprocess.run(["bash", "-c", cmd, "x", text], capture_output=True, text=True, check=True).stdout
+
+    def test_each_line_then_its_twin(self):
+        out = self.pairs("p8k --synthetic v4-flash:4 --prompt-len 8192\n\nb32 --batch 32 --fill-state")
+        self.assertEqual(out.splitlines(), [
+            "p8k --synthetic v4-flash:4 --prompt-len 8192", "before-p8k --synthetic v4-flash:4 --prompt-len 8192",
+            "b32 --batch 32 --fill-state", "before-b32 --batch 32 --fill-state"])
+        self.assertEqual(self.pairs(""), "")
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ attn_ab() {
 ab_pairs() {
   local name args
   while read -r name args; do
-    [ -n "$name" ] && printf '%s %s\nbefore-%s %s\n' "$name" "$args" "$name" "$args"
+    if [ -n "$name" ]; then printf '%s %s\nbefore-%s %s\n' "$name" "$args" "$name" "$args"; fi
   done <<< "$1"
 }
 
