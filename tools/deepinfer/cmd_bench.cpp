@@ -329,14 +329,15 @@ int run_bench(const BenchArgs& a) {
                    std::to_string(decode_context(a)) + "; not activations, logits or launch gaps";
   }
   // cuda: prefill's compute floor, batch x the FLOPs of one prompt over the measured FP8 rate
-  // (none when the rate could not be measured).
+  // (none when the rate could not be measured, or with --fill-state: no prefill ran).
   v4::PrefillFlops pf;
   double prefill_floor_ms = 0;
   if (!cpu) {
     auto r = cuda_prefill_flops(m, a.prompt_len);
     if (!r.is_ok()) return std::fprintf(stderr, "deepinfer: error: %s\n", r.status().to_string().c_str()), 1;
     pf = *r;
-    if (fp8_tflops > 0) prefill_floor_ms = static_cast<double>(a.batch) * pf.total() / (fp8_tflops * 1e12) * 1e3;
+    if (fp8_tflops > 0 && !a.fill_state)
+      prefill_floor_ms = static_cast<double>(a.batch) * pf.total() / (fp8_tflops * 1e12) * 1e3;
   }
   StepTimes parts;
   if (!cpu && a.gen_len > 0) {
@@ -474,8 +475,7 @@ int run_bench(const BenchArgs& a) {
     j["fp8_tflops"] = fp8_tflops > 0 ? nlohmann::json(fp8_tflops) : nlohmann::json(nullptr);
     j["bf16_tflops"] = bf16_tflops > 0 ? nlohmann::json(bf16_tflops) : nlohmann::json(nullptr);
     j["prefill_flops"] = cpu ? nlohmann::json(nullptr) : nlohmann::json(pf.total());
-    j["prefill_floor_ms"] =
-        prefill_floor_ms > 0 && !a.fill_state ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
+    j["prefill_floor_ms"] = prefill_floor_ms > 0 ? nlohmann::json(prefill_floor_ms) : nlohmann::json(nullptr);
     if (!cpu)
       j["prefill_flops_parts"] = {{"linear", pf.linear}, {"attention", pf.attention}, {"indexer", pf.indexer},
                                   {"head", pf.head}};
