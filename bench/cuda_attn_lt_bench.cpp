@@ -47,6 +47,9 @@ void* dalloc(size_t n) {
   n = std::max<size_t>(n, 256);
   CK(cudaMalloc(&p, n));
   OK(dc::fill_random_bytes(p, (n / 4) * 4, reinterpret_cast<uintptr_t>(p), g_stream));
+  // The fill runs on g_stream (non-blocking): finished before the caller's cudaMemcpy on the legacy
+  // stream, which is not ordered after it (the race had overwritten uploaded counts with random bytes).
+  CK(cudaStreamSynchronize(g_stream));
   return p;
 }
 template <class T>

@@ -49,6 +49,9 @@ void* dalloc(size_t n) {
   void* p = nullptr;
   CK(cudaMalloc(&p, std::max<size_t>(n, 256)));
   OK(dc::fill_random_bytes(p, (std::max<size_t>(n, 256) / 4) * 4, reinterpret_cast<uintptr_t>(p), g_stream));
+  // The fill runs on g_stream (non-blocking): finished before the caller's cudaMemcpy on the legacy
+  // stream, which is not ordered after it (the race had overwritten uploaded counts with random bytes).
+  CK(cudaStreamSynchronize(g_stream));
   return p;
 }
 

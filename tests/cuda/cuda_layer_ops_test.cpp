@@ -202,6 +202,41 @@ TEST(CudaLayerOps, HcRowInvariance) {
   }
 }
 
+// moe_combine_hc_post (the MoE's combine and the mHC post in one pass) == moe_combine then hc_post,
+// bit for bit: with and without the shared expert's rows, top-k 6 and 1, T of a decode step and
+// of a prefill chunk, a d that leaves the last column block part-filled.
+TEST(CudaLayerOps, MoeCombineHcPostBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(16);
+  const int64_t n = 4;
+  for (const int64_t d : {int64_t(4096), int64_t(1280)})
+    for (const int64_t T : {int64_t(1), int64_t(37), int64_t(600)})
+      for (const int K : {6, 1})
+        for (const bool with_shared : {true, false}) {
+          const int64_t R = T * K;
+          const auto X = randn(T * n * d, rng), y = randn(R * d, rng), sh = randn(T * d, rng);
+          const auto w = randn(R, rng), post = randn(T * n, rng), comb = randn(T * n * n, rng, 0.5f);
+          std::vector<int32_t> pos(R);
+          std::iota(pos.begin(), pos.end(), 0);
+          std::shuffle(pos.begin(), pos.end(), rng);
+          Dev dX1(X.data(), X.size() * 4), dX2(X.data(), X.size() * 4), dy(y.data(), y.size() * 4);
+          Dev dsh(sh.data(), sh.size() * 4), dw(w.data(), w.size() * 4), dpos(pos.data(), pos.size() * 4);
+          Dev dpost(post.data(), post.size() * 4), dcomb(comb.data(), comb.size() * 4), df(T * d * 4);
+          const float* shp = with_shared ? dsh.as<float>() : nullptr;
+          ASSERT_TRUE(dc::moe_combine(dy.as<float>(), dpos.as<int32_t>(), dw.as<float>(), shp, T, K, d, df.as<float>()));
+          ASSERT_TRUE(dc::hc_post(dX1.as<float>(), T, d, dpost.as<float>(), dcomb.as<float>(), df.as<float>()));
+          ASSERT_TRUE(dc::moe_combine_hc_post(dy.as<float>(), dpos.as<int32_t>(), dw.as<float>(), shp, T, K, d,
+                                              dX2.as<float>(), dpost.as<float>(), dcomb.as<float>()))
+              << dc::last_error();
+          ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+          const auto x1 = download<float>(dX1, T * n * d), x2 = download<float>(dX2, T * n * d);
+          const int64_t bad = first_bit_mismatch(x1, x2);
+          EXPECT_EQ(bad, -1) << "d " << d << " T " << T << " K " << K << " shared " << with_shared
+                             << ": fused differs first at " << bad;
+          EXPECT_NE(first_bit_mismatch(x1, X), -1) << "hc_post left X unchanged";
+        }
+}
+
 TEST(CudaLayerOps, RouteMatchesCpu) {
   SKIP_WITHOUT_DEVICE();
   ThreadPool pool(0);

@@ -402,10 +402,36 @@ __global__ void __launch_bounds__(256, 2) hc_collapse_kernel(const float* __rest
   }
 }
 
+// The MoE output's float4 at (token t, columns e..e+3): the top-k expert rows y[slot_pos[t, j]]
+// times their weights, summed in j order from 0, then added to the shared expert's row (if any).
+// moe_combine_kernel and the fused hc_post_kernel<true> both call it: the same bits.
+struct MoeCombineIn {
+  const float* y;
+  const int32_t* slot_pos;
+  const float* w;
+  const float* shared;
+  int k;
+};
+__device__ __forceinline__ float4 moe_combine4(const MoeCombineIn& c, int64_t t, int d, int e) {
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int j = 0; j < c.k; ++j) {
+    const float wj = c.w[t * c.k + j];
+    const float4 v = *reinterpret_cast<const float4*>(c.y + int64_t(c.slot_pos[t * c.k + j]) * d + e);
+    acc.x += v.x * wj, acc.y += v.y * wj, acc.z += v.z * wj, acc.w += v.w * wj;
+  }
+  float4 o = c.shared ? *reinterpret_cast<const float4*>(c.shared + t * d + e) : make_float4(0.f, 0.f, 0.f, 0.f);
+  o.x += acc.x, o.y += acc.y, o.z += acc.z, o.w += acc.w;
+  return o;
+}
+
 // grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each: X_k <- post_k f + sum_j C[j][k] X_j
 // (same per-element expression as before: post_k f, then + C[j][k] X_j for j in order).
+// kCombine: f is not read but made in place by moe_combine4 from `mc` (the MoE's combine and mHC
+// post in one pass: no f row written and read back, one launch less).
+template <bool kCombine>
 __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, int d, const float* __restrict__ post,
-                                                      const float* __restrict__ comb, const float* __restrict__ f) {
+                                                      const float* __restrict__ comb, const float* __restrict__ f,
+                                                      MoeCombineIn mc) {
   detail::pdl_entry();
   const int t = blockIdx.x, q = d / 4;
   float C[kHcN][kHcN], pk[kHcN];
@@ -424,7 +450,7 @@ __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, 
     const int c = min((blockIdx.y * 4 + u) * 256 + int(threadIdx.x), q - 1);
 #pragma unroll
     for (int j = 0; j < kHcN; ++j) x[u][j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[c];
-    fv[u] = reinterpret_cast<const float4*>(ft)[c];
+    fv[u] = kCombine ? moe_combine4(mc, t, d, 4 * c) : reinterpret_cast<const float4*>(ft)[c];
   }
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -556,15 +582,7 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   if (i >= T * q) return;
   const int64_t t = i / q;
   const int e = static_cast<int>(i % q) * 4;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int j = 0; j < k; ++j) {
-    const float wj = w[t * k + j];
-    const float4 v = *reinterpret_cast<const float4*>(y + int64_t(slot_pos[t * k + j]) * d + e);
-    acc.x += v.x * wj, acc.y += v.y * wj, acc.z += v.z * wj, acc.w += v.w * wj;
-  }
-  float4 o = shared ? *reinterpret_cast<const float4*>(shared + t * d + e) : make_float4(0.f, 0.f, 0.f, 0.f);
-  o.x += acc.x, o.y += acc.y, o.z += acc.z, o.w += acc.w;
-  *reinterpret_cast<float4*>(out + t * d + e) = o;
+  *reinterpret_cast<float4*>(out + t * d + e) = moe_combine4(MoeCombineIn{y, slot_pos, w, shared, k}, t, d, e);
 }
 
 __global__ void swiglu_kernel(const float* __restrict__ g, const float* __restrict__ u, int64_t ld, int64_t R,
@@ -695,8 +713,19 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {
   if (d % 4) return fail("hc_post: d % 4 != 0");
   if (T <= 0) return true;
-  detail::launch_pdl(hc_post_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, as_stream(stream), X, static_cast<int>(d), post, comb, f);
+  detail::launch_pdl(hc_post_kernel<false>, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0,
+                     as_stream(stream), X, static_cast<int>(d), post, comb, f, MoeCombineIn{});
   return check_launch("hc_post_kernel");
+}
+
+bool moe_combine_hc_post(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared,
+                         int64_t T, int k, int64_t d, float* X, const float* post, const float* comb, void* stream) {
+  if (d % 4) return fail("moe_combine_hc_post: d % 4 != 0");
+  if (T <= 0) return true;
+  detail::launch_pdl(hc_post_kernel<true>, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0,
+                     as_stream(stream), X, static_cast<int>(d), post, comb, static_cast<const float*>(nullptr),
+                     MoeCombineIn{y_perm, slot_pos, weights, shared, k});
+  return check_launch("moe_combine_hc_post");
 }
 
 int moe_group_rows() { return kGroupRows; }

@@ -79,6 +79,12 @@ bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slo
 /// order first, then added to shared: the CPU backend's order). shared may be null (zeros).
 bool moe_combine(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared, int64_t T,
                  int k, int64_t d, float* out, void* stream = nullptr);
+/// moe_combine's out as hc_post's f, in one pass: X <- post (x) out + comb^T X for the T tokens
+/// (X [T, hc_mult, d], post [T, hc_mult], comb [T, hc_mult, hc_mult]), with no out row stored.
+/// Bitwise the two calls.
+bool moe_combine_hc_post(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared,
+                         int64_t T, int k, int64_t d, float* X, const float* post, const float* comb,
+                         void* stream = nullptr);
 
 /// Clamped SwiGLU: a[r, i] = silu(min(g, L)) * clamp(u, -L, L) (no clamp when L <= 0), with g
 /// at g[r * ld + i], u at u[r * ld + i]; a is [R, I] contiguous.

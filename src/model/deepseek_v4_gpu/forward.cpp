@@ -476,9 +476,12 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     }
     DI_TRY(mark(part::kMoeExperts));
     if (t0 == 0) DI_TRY(join(1));
-    DI_CUDA_TRY(dc::moe_combine(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.f + t0 * d, stream_));
+    // The combine and the mHC post in one pass over the chunk's tokens (their X rows are not read
+    // again in this layer: the later chunks' experts read h).
+    const int64_t nh = c_.hc_mult;
+    DI_CUDA_TRY(dc::moe_combine_hc_post(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.X + t0 * nh * d, a.post + t0 * nh,
+                                        a.comb + t0 * nh * nh, stream_));
   }
-  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return mark(part::kMoeCombine);
 }
 
