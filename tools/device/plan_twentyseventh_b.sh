@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# The twenty-seventh slice's change, tested and measured (written 2026-12-06):
+# Ran once, 2026-12-06 on an H100 (bench/results/logs/twentyseventh-h100-serial-splits.txt,
+# deepinfer-bench-synthetic-h100-twentyseventh-b.json); the serial splits were then dropped (slower)
+# and their code, test (CudaAttention.SerialSplitsBitwise) and bench switch (ATTN_SERIAL) removed:
+# this plan stays as the record and no longer runs as written. What it tested:
 #   The wgmma decode attention's serial splits (DecodeAttnArgs::serial_splits): where one block per
 #   (split, sequence) would take more than two waves and the sequences alone fill half the SMs,
 #   one block per sequence runs its splits in turn and merges them itself, bitwise as the combine
