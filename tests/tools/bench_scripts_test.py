@@ -192,5 +192,28 @@ class BeforeTwins(unittest.TestCase):
         self.assertEqual(self.pairs(""), "")
 
 
+class TestSpecs(unittest.TestCase):
+    """run_test_specs: each "BOX:TEST[:FILTER]" run with its filter; TEST_RC 1 when any failed."""
+
+    def run_specs(self, *specs):
+        with tempfile.TemporaryDirectory() as d:
+            for name, rc in (("good", 0), ("bad", 1)):  # gtest-like: prints its filter, exits rc
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(f'#!/bin/sh\necho "[       OK ] $GTEST_FILTER"\nexit {rc}\n')
+                os.chmod(path, 0o755)
+            cmd = (f'source "{LOOPS}" >/dev/null && BIN="{d}" OUT="{d}" && run_test_specs "$@" && '
+                   f'echo "rc=$TEST_RC" && cat "{d}"/test-good.txt')
+            return subprocess.run(["bash", "-c", cmd, "x", *specs], capture_output=True, text=True,
+                                  check=True).stdout
+
+    def test_rc_and_filters(self):
+        out = self.run_specs("20:good:Suite.One*")
+        self.assertIn("rc=0", out)
+        self.assertIn("[       OK ] Suite.One*", out)
+        self.assertIn("rc=1", self.run_specs("20:bad", "20:good"))
+        self.assertIn("[       OK ] *", self.run_specs("20:good"))  # no filter: every test
+
+
 if __name__ == "__main__":
     unittest.main()

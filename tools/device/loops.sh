@@ -42,6 +42,18 @@ run_tests() {
   done
 }
 
+# run_test_specs SPEC...: run_tests for each SPEC "BOX_S:TEST[:GTEST_FILTER]" (its own box and
+# filter, default every test), TEST_RC 1 if any of them failed.
+run_test_specs() {
+  local spec box t filter rc=0
+  for spec in "$@"; do
+    IFS=: read -r box t filter <<< "$spec"
+    GTEST_FILTER="${filter:-*}" run_tests "$BIN" "$box" "$t"
+    [ "$TEST_RC" = 0 ] || rc=1
+  done
+  TEST_RC=$rc
+}
+
 # run_sanitized DIR BOX_S SPEC... runs compute-sanitizer (the CUDA toolkit's, found beside nvcc)
 # over carried test binaries, within BOX_S seconds in all. SPEC is TOOL:TEST:FILTER (TOOL memcheck,
 # racecheck, synccheck or initcheck; FILTER a gtest filter), e.g.
