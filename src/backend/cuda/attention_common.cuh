@@ -79,6 +79,19 @@ __device__ __forceinline__ Merge merge_stats(const float* m, const float* l, int
   for (int i = 0; i < n; ++i) L = __fadd_rn(L, __fmul_rn(expf(m[i * stride] - M), l[i * stride]));
   return {M, L};
 }
+// merge_stats over values in registers (the first n of N): the same operations in the same order.
+template <int N>
+__device__ __forceinline__ Merge merge_stats_regs(const float (&m)[N], const float (&l)[N], int n, float sink) {
+  float M = sink;
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < n) M = fmaxf(M, m[i]);
+  float L = expf(sink - M);
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    if (i < n) L = __fadd_rn(L, __fmul_rn(expf(m[i] - M), l[i]));
+  return {M, L};
+}
 // Normalises one (even, odd) output pair, applies the inverse rope on the tail and stores bf16.
 __device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, int pos, const float* inv_freq,
                                             bf16* out) {

@@ -284,8 +284,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block.
-constexpr int kCombineHeads = 4;
+// Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block,
+// kCombineThreads threads.
+constexpr int kCombineHeads = 4, kCombineThreads = 256, kCombineFast = 4;
 __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                     int max_splits) {
   detail::pdl_entry();
@@ -300,6 +301,40 @@ __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ 
   const float* ml = ws_ml + size_t(b) * max_splits * kH * 2;
   const float* o = ws_o + size_t(b) * max_splits * kH * kD;
   bf16* out = reinterpret_cast<bf16*>(a.out) + size_t(b) * kH * kD;
+  if (n <= kCombineFast) {
+    // Up to kCombineFast splits (decode's CSA rows at split 256: 3): each thread's pairs (one per
+    // head) with every load requested before the first merge, then the loop below's arithmetic.
+    constexpr int kPer = kCombineHeads * (kD / 2) / kCombineThreads;
+    float mv[kPer][kCombineFast], lv[kPer][kCombineFast];
+    float2 v[kPer][kCombineFast];
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int i = threadIdx.x + r * kCombineThreads;
+      const int h = blockIdx.y * kCombineHeads + i / (kD / 2), d = (i % (kD / 2)) * 2;
+#pragma unroll
+      for (int s = 0; s < kCombineFast; ++s)
+        if (s < n) {
+          mv[r][s] = ml[(s * kH + h) * 2], lv[r][s] = ml[(s * kH + h) * 2 + 1];
+          v[r][s] = *reinterpret_cast<const float2*>(o + (size_t(s) * kH + h) * kD + d);
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < kPer; ++r) {
+      const int i = threadIdx.x + r * kCombineThreads;
+      const int h = blockIdx.y * kCombineHeads + i / (kD / 2), d = (i % (kD / 2)) * 2;
+      const Merge mg = merge_stats_regs(mv[r], lv[r], n, a.sink[h]);
+      float ox = 0.f, oy = 0.f;
+#pragma unroll
+      for (int s = 0; s < kCombineFast; ++s)
+        if (s < n) {
+          const float w = expf(mv[r][s] - mg.M);
+          ox = __fadd_rn(ox, __fmul_rn(w, v[r][s].x));
+          oy = __fadd_rn(oy, __fmul_rn(w, v[r][s].y));
+        }
+      finish_pair(ox, oy, mg.L, d, pos_b, sFreq, out + size_t(h) * kD + d);
+    }
+    return;
+  }
   for (int i = threadIdx.x; i < kCombineHeads * (kD / 2); i += blockDim.x) {
     const int h = blockIdx.y * kCombineHeads + i / (kD / 2), d = (i % (kD / 2)) * 2;
     const Merge mg = merge_stats(ml + h * 2, ml + h * 2 + 1, n, kH * 2, a.sink[h]);
@@ -340,7 +375,8 @@ bool set_smem_attributes() {
 }
 
 bool combine(const DecodeAttnArgs& args, const float* ws_o, const float* ws_ml, int max_splits, cudaStream_t s) {
-  detail::launch_pdl(attn_combine_kernel, dim3(args.batch, kH / kCombineHeads), 256, 0, s, args, ws_o, ws_ml, max_splits);
+  detail::launch_pdl(attn_combine_kernel, dim3(args.batch, kH / kCombineHeads), kCombineThreads, 0, s, args, ws_o, ws_ml,
+                     max_splits);
   return check_launch("decode_attention combine");
 }
 

@@ -302,14 +302,34 @@ __global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs 
   const int64_t kbase = a.key_base[t];
   const uint16_t* keys = a.key_ptrs ? a.key_ptrs[t] : a.keys;  // resolved once per block
   load_key_tile(ktiles, keys, kbase, c0, nv, D);
-  // q -> bf16 hi + lo (rows >= H zero), head weights w_h / sqrt(H)
+  // q -> bf16 hi + lo (rows >= H zero), head weights w_h / sqrt(H). Element i of the [64, D] block
+  // is q[i] (h = i / D < H); a thread's float4s (4 elements of one row: D % 16 == 0) are all
+  // requested before the first is converted (one at a time, the q loads had been a chain of L2
+  // round trips at the head of every block).
   const float* q = a.q + static_cast<int64_t>(t) * H * D;
-  for (int i = threadIdx.x; i < kIdxMaxH * D; i += kIdxThreads) {
-    const int h = i / D, k = i % D;
-    const float v = h < H ? q[h * D + k] : 0.f;
-    const bf16 hi = __float2bfloat16_rn(v);
-    qhi[h * kIdxStride + k] = hi;
-    qlo[h * kIdxStride + k] = __float2bfloat16_rn(v - __bfloat162float(hi));
+  constexpr int kQv = kIdxMaxH * kIdxMaxD / 4 / kIdxThreads;  // float4s per thread, at most
+  float4 qv[kQv];
+#pragma unroll
+  for (int u = 0; u < kQv; ++u) {
+    const int i = (threadIdx.x + u * kIdxThreads) * 4;
+    qv[u] = i < H * D ? *reinterpret_cast<const float4*>(q + i) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+#pragma unroll
+  for (int u = 0; u < kQv; ++u) {
+    const int i = (threadIdx.x + u * kIdxThreads) * 4;
+    if (i < kIdxMaxH * D) {
+      const int h = i / D, k = i % D;
+      const float v[4] = {qv[u].x, qv[u].y, qv[u].z, qv[u].w};
+      uint32_t hi[2] = {0u, 0u}, lo[2] = {0u, 0u};  // element c in bits 16 (c % 2) of word c / 2
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const bf16 b = __float2bfloat16_rn(v[c]);
+        hi[c / 2] |= uint32_t(__bfloat16_as_ushort(b)) << (16 * (c % 2));
+        lo[c / 2] |= uint32_t(__bfloat16_as_ushort(__float2bfloat16_rn(v[c] - __bfloat162float(b)))) << (16 * (c % 2));
+      }
+      *reinterpret_cast<uint2*>(qhi + h * kIdxStride + k) = make_uint2(hi[0], hi[1]);
+      *reinterpret_cast<uint2*>(qlo + h * kIdxStride + k) = make_uint2(lo[0], lo[1]);
+    }
   }
   const float head_scale = 1.f / sqrtf(static_cast<float>(H)), dot_scale = 1.f / sqrtf(static_cast<float>(D));
   if (threadIdx.x < kIdxMaxH)
