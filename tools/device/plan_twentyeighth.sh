@@ -9,7 +9,10 @@
 #   comb only) runs on side lane 6 (Forward::hc_pre_split), joined before the closing hc_post /
 #   combine (Forward::join_comb), which is also before the partials' workspace is written again.
 #   Bitwise hc_pre's outputs (CudaLayerOps.HcCombLaterBitwise; the V4 tests' graph replay and
-#   batch-invariant checks). Expected: ~2-3 us a sub-layer off the batch-1 / batch-8 step.
+#   batch-invariant checks). Expected: ~2-3 us a sub-layer off the batch-1 / batch-8 step. Unlike
+#   the twenty-third slice's dropped attempt (Sinkhorn blocks of 256 threads added to hc_finish's
+#   own grid: past one wave at 256 tokens, EP step +1.1 ms), the comb kernel is a separate launch
+#   of 64-thread blocks on a side stream; the EP row (256 tokens) is the one to watch.
 # Build (here, clean tree): tools/device/build_pending_ab.sh "" tools/device/pending/twentyseventh-comb-side.patch
 #   run(carry=[".device-bin.tar.xz"], timeout_s=420,
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev>+comb-side tools/device/plan_twentyeighth.sh")
