@@ -190,19 +190,9 @@ __device__ __forceinline__ void wgmma_e4m3_rs<128>(float (&d)[64], const uint32_
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }
 
-
-/// wgmma_bf16_ss_64: d[m64 x 64] (+)= a[m64 x k16] . b[k16 x 64], bf16 inputs, fp32 accumulators,
-/// both from shared memory, K-major (the attention's q rows and K rows, wgmma_desc_sw128).
-__device__ __forceinline__ void wgmma_bf16_ss_64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(scale_d));
-}
-
-/// wgmma_bf16_ss_32: d[m64 x 32] (+)= a[m64 x k16] . b[k16 x 32], as wgmma_bf16_ss_64 with half the
-/// N (the attention's q K^T over one warpgroup's 32 rows of a tile).
+/// wgmma_bf16_ss_32: d[m64 x 32] (+)= a[m64 x k16] . b[k16 x 32], bf16 inputs, fp32 accumulators,
+/// both from shared memory, K-major (wgmma_desc_sw128): the attention's q K^T over one warpgroup's
+/// 32 rows of a tile.
 __device__ __forceinline__ void wgmma_bf16_ss_32(float (&d)[16], uint64_t da, uint64_t db, int scale_d) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
