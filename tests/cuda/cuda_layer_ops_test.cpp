@@ -237,6 +237,42 @@ TEST(CudaLayerOps, MoeCombineHcPostBitwise) {
         }
 }
 
+// hc_pre(comb_later) then hc_pre_comb (the Sinkhorn on its own launch, e.g. another stream) ==
+// hc_pre, bit for bit: pre, post, comb and input, at decode and mid sizes (1, 7, 300 tokens: the
+// split applies) and past 1,024 tokens (hc_pre writes comb itself, hc_pre_comb does nothing).
+TEST(CudaLayerOps, HcCombLaterBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(17);
+  const int64_t d = 4096, n = 4, mix = 24;
+  const auto fnv = randn(mix * n * d, rng, 0.01f);
+  const auto base = randn(mix, rng, 0.5f);
+  const std::vector<float> scale = {0.8f, 1.3f, 2.0f};
+  Dev dfn(fnv.data(), fnv.size() * 4), dbase(base.data(), mix * 4), dscale(scale.data(), 12);
+  for (const int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(1100)}) {
+    const auto X = randn(T * n * d, rng);
+    Dev dX(X.data(), X.size() * 4);
+    std::vector<float> outs[2][4];
+    for (int split = 0; split < 2; ++split) {
+      Dev pre(T * n * 4), post(T * n * 4), comb(T * n * n * 4), in(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
+      ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f,
+                             20, pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p, nullptr,
+                             split == 1))
+          << dc::last_error();
+      if (split == 1) {
+        ASSERT_TRUE(dc::hc_pre_comb(T, d, dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20, comb.as<float>(),
+                                    ws.p))
+            << dc::last_error();
+      }
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      outs[split][0] = download<float>(pre, T * n), outs[split][1] = download<float>(post, T * n);
+      outs[split][2] = download<float>(comb, T * n * n), outs[split][3] = download<float>(in, T * d);
+    }
+    for (int o = 0; o < 4; ++o)
+      EXPECT_EQ(first_bit_mismatch(outs[0][o], outs[1][o]), -1) << "T " << T << " output " << o
+                                                                 << " (pre, post, comb, input)";
+  }
+}
+
 TEST(CudaLayerOps, RouteMatchesCpu) {
   SKIP_WITHOUT_DEVICE();
   ThreadPool pool(0);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The next device call (written 2026-12-06 with this session's device budget spent; not yet run):
+# Ran on an H100 on 2026-12-06 (third session; written the session before with its budget spent):
 #   tools/device/pending/twentyseventh-comb-side.patch: the mHC pre's Sinkhorn off the path from the
 #   residual to a sub-layer's input. Below 1,025 tokens hc_finish_kernel ran the Sinkhorn (20
 #   iterations of shuffles and divisions, ~3 us of serial latency) in its column block 0 while the

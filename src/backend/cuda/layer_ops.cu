@@ -315,6 +315,10 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
 // 0..7 compute pre (kept in shared memory for the collapse) and post, and, in column block 0 only,
 // warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other column blocks skip the Sinkhorn
 // (they need pre only). Column block 0 writes pre, post, comb; all threads collapse.
+// kPart: kHcAll as above; kHcNoComb, the same without the Sinkhorn (comb left to hc_pre_comb);
+// kHcCombOnly (grid T x 1), comb alone: no X, pre, post or input.
+enum HcFinishPart { kHcAll = 0, kHcNoComb = 1, kHcCombOnly = 2 };
+template <int kPart>
 __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int T, int d, int nchunk,
                                                         const float* __restrict__ ws, const float* __restrict__ base,
                                                         const float* __restrict__ scale, float rms_eps, float hc_eps,
@@ -328,17 +332,19 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
   float4 v[kHcN];
+  if (kPart != kHcCombOnly) {
 #pragma unroll
-  for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
+    for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
+  }
   if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, HcWs{T, nchunk, true}, t, threadIdx.x);
   if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
   __syncthreads();
   if (warp == 0 && lane < kHcN * kHcN) {
-    if (blockIdx.y == 0) {
+    if (kPart != kHcNoComb && blockIdx.y == 0) {
       const float r = hc_rms_scale(sm, d, rms_eps);
       comb[t * kHcN * kHcN + lane] = hc_comb_lanes(sm, r, sbase, sscale, hc_eps, iters, lane);
     }
-  } else if (warp == 1 && lane < 2 * kHcN) {
+  } else if (kPart != kHcCombOnly && warp == 1 && lane < 2 * kHcN) {
     const float r = hc_rms_scale(sm, d, rms_eps);
     const int j = lane % kHcN;
     if (lane < kHcN) {
@@ -349,6 +355,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
       post[t * kHcN + j] = hc_post_of(sm, r, sbase, sscale, j);
     }
   }
+  if (kPart == kHcCombOnly) return;
   __syncthreads();
   *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(v, spre);
 }
@@ -682,7 +689,7 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
 
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream) {
+            void* workspace, void* stream, bool comb_later) {
   if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
   if (T <= 0) return true;
   if (T > INT_MAX / 2) return fail("hc_pre: T too large");
@@ -700,7 +707,10 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {
-    detail::launch_pdl(hc_finish_kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s, X, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input);
+    detail::launch_pdl(comb_later ? hc_finish_kernel<kHcNoComb> : hc_finish_kernel<kHcAll>,
+                       dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s, X, Ti,
+                       static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb,
+                       input);
     return check_launch("hc_finish_kernel");
   }
   detail::launch_pdl(hc_mix_kernel, blocks_for(T, kHcMixTok), 256, 0, s, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps,
@@ -708,6 +718,21 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   if (!check_launch("hc_mix_kernel")) return false;
   detail::launch_pdl(hc_collapse_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s, X, static_cast<int>(d), pre, input);
   return check_launch("hc_collapse_kernel");
+}
+
+bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, float rms_eps, float hc_eps,
+                 int sinkhorn_iters, float* comb, const void* workspace, void* stream) {
+  if (d % kHcChunk) return fail("hc_pre_comb: d % 1024 != 0");
+  if (T <= 0 || T >= kHcSplitFinishMinT) return true;  // from kHcSplitFinishMinT tokens hc_pre wrote comb
+  const int nchunk = static_cast<int>(kHcN * d / kHcKc);
+  // 64 threads: the 25 partial sums, base / scale (warp 1) and the Sinkhorn (warp 0) are all it
+  // runs; small blocks beside the main stream's kernels (the twenty-third slice's Sinkhorn blocks
+  // of 256 threads inside hc_finish's grid pushed it past one wave at 256 tokens).
+  detail::launch_pdl(hc_finish_kernel<kHcCombOnly>, dim3(static_cast<unsigned>(T), 1u), 64, 0, as_stream(stream),
+                     static_cast<const float*>(nullptr), static_cast<int>(T), static_cast<int>(d), nchunk,
+                     static_cast<const float*>(workspace), base, scale, rms_eps, hc_eps, sinkhorn_iters,
+                     static_cast<float*>(nullptr), static_cast<float*>(nullptr), comb, static_cast<float*>(nullptr));
+  return check_launch("hc_pre_comb");
 }
 
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {

@@ -22,9 +22,17 @@ namespace deepinfer::cuda {
 /// Outputs pre/post [T, 4], comb [T, 4, 4] (row j = input stream, column k = output stream).
 /// workspace: hc_pre_workspace_bytes(T, d). Requires d % 1024 == 0.
 size_t hc_pre_workspace_bytes(int64_t T, int64_t d);
+/// comb_later: below 1,025 tokens comb is not written here but by hc_pre_comb (the Sinkhorn off the
+/// path from X to input: comb is needed only by the sub-layer's closing hc_post); from 1,025 tokens
+/// hc_pre writes it all the same.
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream = nullptr);
+            void* workspace, void* stream = nullptr, bool comb_later = false);
+/// hc_pre's comb after an hc_pre(..., comb_later = true) over the same T, d and workspace (its
+/// chunk partials, which must stay untouched until this has run): bitwise hc_pre's own. Nothing
+/// to do from 1,025 tokens.
+bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, float rms_eps, float hc_eps,
+                 int sinkhorn_iters, float* comb, const void* workspace, void* stream = nullptr);
 /// X <- post (x) f + comb^T X, per token (in place). f [T, d].
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
              void* stream = nullptr);

@@ -260,14 +260,32 @@ Status Forward::join(int n) {
   return Status::ok();
 }
 
+Status Forward::hc_pre_split(const GpuHc& hc, Acts& a) {
+  const float eps = static_cast<float>(c_.rms_eps), hc_eps = static_cast<float>(c_.hc_eps);
+  const int iters = static_cast<int>(c_.hc_sinkhorn_iters);
+  const float *base = hc.base.as<float>(), *scale = hc.scale.as<float>();
+  const bool side = comb_on_side(a.T);
+  DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
+                         a.xin, a.hcws, stream_, side));
+  if (!side) return Status::ok();
+  DI_CUDA_TRY(dc::event_record(fork_ev_, stream_));
+  DI_CUDA_TRY(dc::stream_wait_event(side_[kCombLane], fork_ev_));
+  DI_CUDA_TRY(dc::hc_pre_comb(a.T, c_.hidden, base, scale, eps, hc_eps, iters, a.comb, a.hcws, side_[kCombLane]));
+  return Status::ok();
+}
+
+Status Forward::join_comb(const Acts& a) {
+  if (!comb_on_side(a.T)) return Status::ok();
+  DI_CUDA_TRY(dc::event_record(join_ev_[kCombLane], side_[kCombLane]));
+  DI_CUDA_TRY(dc::stream_wait_event(stream_, join_ev_[kCombLane]));
+  return Status::ok();
+}
+
 Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                           const DecodeBatch& dec, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, H = c_.num_heads, D = c_.head_dim, R = c_.rope_dim;
   const float eps = static_cast<float>(c_.rms_eps);
-  const float hc_eps = static_cast<float>(c_.hc_eps);
-  DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_attn.fn.as<float>(), L.hc_attn.base.as<float>(), L.hc_attn.scale.as<float>(),
-                         eps, hc_eps, static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, a.xin, a.hcws,
-                         stream_));
+  DI_TRY(hc_pre_split(L.hc_attn, a));
   // xn's forms for wq_a, wkv (FP8) and the compressors' and indexer's bf16 projections; qan's for
   // wq_b and the indexer's wq_b.
   const bool xn16 = (L.has_compressor && !L.cmp.wkv.fp8) || (L.has_indexer && !L.weights_proj.fp8);
@@ -342,6 +360,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     if (!wo_b_done) DI_CUDA_TRY(dc::swap01(oa, G, T, OR, 4, a.oa2, stream_));  // no plan: wo_b's own path
   }
   if (!wo_b_done) DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
+  DI_TRY(join_comb(a));
   DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
   return mark(part::kAttnPost);
 }
@@ -359,11 +378,9 @@ int64_t Forward::wide_experts_from() const {
 Status Forward::moe(const GpuLayer& L, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, I = c_.moe_inter, E = c_.n_routed_experts;
   const int k = static_cast<int>(c_.experts_per_tok);
-  const float eps = static_cast<float>(c_.rms_eps), limit = static_cast<float>(c_.swiglu_limit);
+  const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
-  DI_CUDA_TRY(dc::hc_pre(a.X, T, d, L.hc_ffn.fn.as<float>(), L.hc_ffn.base.as<float>(), L.hc_ffn.scale.as<float>(), eps,
-                         static_cast<float>(c_.hc_eps), static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb,
-                         a.xin, a.hcws, stream_));
+  DI_TRY(hc_pre_split(L.hc_ffn, a));
   DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, I, L.sh_w1.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp));
   DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
@@ -475,7 +492,10 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, layout, stream_));
     }
     DI_TRY(mark(part::kMoeExperts));
-    if (t0 == 0) DI_TRY(join(1));
+    if (t0 == 0) {  // the shared expert's lane and the Sinkhorn's
+      DI_TRY(join(1));
+      DI_TRY(join_comb(a));
+    }
     // The combine and the mHC post in one pass over the chunk's tokens (their X rows are not read
     // again in this layer: the later chunks' experts read h).
     const int64_t nh = c_.hc_mult;

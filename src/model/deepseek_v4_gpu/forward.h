@@ -143,6 +143,17 @@ class Forward {
   /// Side streams 0..n-1 wait for the main stream's work so far / the main stream waits for them.
   Status fork(int n);
   Status join(int n);
+  /// mHC pre of a sub-layer (hc: its weights) into a.pre / post / xin on the main stream, and its
+  /// Sinkhorn (a.comb) on side lane kCombLane (lanes 3..6 otherwise serve only the transposing
+  /// wo_a path), so the path from X to the sub-layer's input does not wait for it; join_comb(a)
+  /// before the closing hc_post (and before a.hcws is written again). Up to kCombSideMaxT tokens
+  /// only: at 256 (the EP step) the side launch's 256 blocks slowed the step (H100: device 31.0 ->
+  /// 31.5 ms) while batches 1 and 8 gained 1.4% and 2.2%; above it hc_pre writes comb itself.
+  static constexpr int kCombLane = kWoLanes - 1;
+  static constexpr int64_t kCombSideMaxT = 64;
+  static bool comb_on_side(int64_t T) { return T <= kCombSideMaxT; }
+  Status hc_pre_split(const GpuHc& hc, Acts& a);
+  Status join_comb(const Acts& a);
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);
   Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
