@@ -108,8 +108,8 @@ __device__ __forceinline__ void finish_pair(float ox, float oy, float L, int d, 
 }
 
 /// The warpgroup-MMA split kernel (attention_wgmma.cu) over every (split, sequence): single-split
-/// sequences finished, the others' partials (o [batch, max_splits, 64, 512], m / l) in ws_o /
-/// ws_ml for attn_combine_kernel. False + last_error() on a launch failure.
-bool launch_wgmma_splits(const DecodeAttnArgs& a, float* ws_o, float* ws_ml, int max_splits, cudaStream_t stream);
+/// sequences finished, the others' partials (o [batch, max_splits, 64, 512] in bf16, m / l in
+/// fp32) in ws_o / ws_ml for attn_combine_kernel. False + last_error() on a launch failure.
+bool launch_wgmma_splits(const DecodeAttnArgs& a, bf16* ws_o, float* ws_ml, int max_splits, cudaStream_t stream);
 
 }  // namespace deepinfer::cuda::attn

@@ -94,7 +94,7 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
 // whatever the slice, so the layout only moves work between warps and blocks.
 template <int HB>
 __global__ void __launch_bounds__(kThreads, 1)
-    attn_split_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
+    attn_split_kernel(DecodeAttnArgs a, bf16* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
                       int b_base) {
   detail::pdl_entry();
   constexpr int kGroups = HB / 16, kSlices = kWarps / kGroups;
@@ -270,11 +270,11 @@ __global__ void __launch_bounds__(kThreads, 1)
                     mg.L, d, pos_b, sFreq, orow + d);
       }
     } else {
-      float* orow = ws_o + ((size_t(b) * max_splits + split) * kH + h) * kD;
+      bf16* orow = ws_o + ((size_t(b) * max_splits + split) * kH + h) * kD;
 #pragma unroll
       for (int nt = 0; nt < kDimTiles; ++nt) {
         const int d = slice * kDimTiles * 8 + nt * 8 + tq * 2;
-        *reinterpret_cast<float2*>(orow + d) = make_float2(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
+        *reinterpret_cast<__nv_bfloat162*>(orow + d) = __floats2bfloat162_rn(acc[nt][2 * rr], acc[nt][2 * rr + 1]);
       }
       if (slice == 0 && tq == 0) {
         float* ml = ws_ml + ((size_t(b) * max_splits + split) * kH + h) * 2;
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block,
 // kCombineThreads threads.
 constexpr int kCombineHeads = 4, kCombineThreads = 256, kCombineFast = 4;
-__global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ ws_o, const float* __restrict__ ws_ml,
+__global__ void attn_combine_kernel(DecodeAttnArgs a, const bf16* __restrict__ ws_o, const float* __restrict__ ws_ml,
                                     int max_splits) {
   detail::pdl_entry();
   const int b = blockIdx.x;
@@ -299,7 +299,7 @@ __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ 
   __syncthreads();
   const int pos_b = a.pos[b];
   const float* ml = ws_ml + size_t(b) * max_splits * kH * 2;
-  const float* o = ws_o + size_t(b) * max_splits * kH * kD;
+  const bf16* o = ws_o + size_t(b) * max_splits * kH * kD;
   bf16* out = reinterpret_cast<bf16*>(a.out) + size_t(b) * kH * kD;
   if (n <= kCombineFast) {
     // Up to kCombineFast splits (decode's CSA rows at split 256: 3): each thread's pairs (one per
@@ -315,7 +315,7 @@ __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ 
       for (int s = 0; s < kCombineFast; ++s)
         if (s < n) {
           mv[r][s] = ml[(s * kH + h) * 2], lv[r][s] = ml[(s * kH + h) * 2 + 1];
-          v[r][s] = *reinterpret_cast<const float2*>(o + (size_t(s) * kH + h) * kD + d);
+          v[r][s] = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o + (size_t(s) * kH + h) * kD + d));
         }
     }
 #pragma unroll
@@ -341,7 +341,7 @@ __global__ void attn_combine_kernel(DecodeAttnArgs a, const float* __restrict__ 
     float ox = 0.f, oy = 0.f;
     for (int s = 0; s < n; ++s) {
       const float w = expf(ml[(s * kH + h) * 2] - mg.M);
-      const float2 v = *reinterpret_cast<const float2*>(o + (size_t(s) * kH + h) * kD + d);
+      const float2 v = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(o + (size_t(s) * kH + h) * kD + d));
       ox = __fadd_rn(ox, __fmul_rn(w, v.x));
       oy = __fadd_rn(oy, __fmul_rn(w, v.y));
     }
@@ -374,7 +374,7 @@ bool set_smem_attributes() {
                                        set64, "decode_attention: smem attribute");
 }
 
-bool combine(const DecodeAttnArgs& args, const float* ws_o, const float* ws_ml, int max_splits, cudaStream_t s) {
+bool combine(const DecodeAttnArgs& args, const bf16* ws_o, const float* ws_ml, int max_splits, cudaStream_t s) {
   detail::launch_pdl(attn_combine_kernel, dim3(args.batch, kH / kCombineHeads), kCombineThreads, 0, s, args, ws_o, ws_ml,
                      max_splits);
   return check_launch("decode_attention combine");
@@ -385,7 +385,7 @@ bool combine(const DecodeAttnArgs& args, const float* ws_o, const float* ws_ml, 
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
   const int s = host_max_splits(a);
   if (s <= 1) return 0;
-  return size_t(a.batch) * s * kH * (kD + 2) * sizeof(float);
+  return size_t(a.batch) * s * kH * (kD * sizeof(bf16) + 2 * sizeof(float));  // bf16 o, fp32 m / l
 }
 
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
@@ -402,8 +402,8 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
     return fail("decode_attention: compressed rows need index (or index_is_prefix) and entries (or entry_ptrs)");
   const int max_splits = host_max_splits(a);
   if (max_splits > 65535) return fail("decode_attention: too many splits");
-  float* ws_o = static_cast<float*>(workspace);
-  float* ws_ml = ws_o ? ws_o + size_t(a.batch) * max_splits * kH * kD : nullptr;
+  bf16* ws_o = static_cast<bf16*>(workspace);
+  float* ws_ml = ws_o ? reinterpret_cast<float*>(ws_o + size_t(a.batch) * max_splits * kH * kD) : nullptr;
   if (max_splits > 1 && !workspace) return fail("decode_attention: workspace required (several splits)");
   if (a.heads_per_block != 0 && a.heads_per_block != 16 && a.heads_per_block != kH)
     return fail("decode_attention: heads_per_block must be 0 (chosen from the launch size), 16 or 64");

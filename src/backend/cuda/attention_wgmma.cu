@@ -62,9 +62,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
 }
+__device__ __forceinline__ uint4 pack_bf16x8(float4 a, float4 b) {
+  return make_uint4(pack_bf16(a.x, a.y), pack_bf16(a.z, a.w), pack_bf16(b.x, b.y), pack_bf16(b.z, b.w));
+}
 
 __global__ void __launch_bounds__(kThreads, 1)
-    attn_wgmma_kernel(DecodeAttnArgs a, float* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
+    attn_wgmma_kernel(DecodeAttnArgs a, bf16* __restrict__ ws_o, float* __restrict__ ws_ml, int max_splits,
                       int b_base) {
   detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
@@ -261,18 +264,22 @@ __global__ void __launch_bounds__(kThreads, 1)
                   out + h * kD + d);
     }
   } else {
-    float* const out = ws_o + (size_t(b) * max_splits + split) * kH * kD;
+    // bf16 partials (unnormalised, each split's own max): half the bytes of fp32 out and back in
+    // the combine; the rounding is the output's own (bf16), before the wo_a input's FP8.
+    bf16* const out = ws_o + (size_t(b) * max_splits + split) * kH * kD;
 #pragma unroll 4
-    for (int i = tid; i < kH * kD / 4; i += kThreads) {
-      const int h = i >> 7, d = 4 * (i & 127);
-      *reinterpret_cast<float4*>(out + h * kD + d) = *reinterpret_cast<const float4*>(so + h * kORow + d);
+    for (int i = tid; i < kH * kD / 8; i += kThreads) {
+      const int h = i >> 6, d = 8 * (i & 63);
+      const float4 v0 = *reinterpret_cast<const float4*>(so + h * kORow + d);
+      const float4 v1 = *reinterpret_cast<const float4*>(so + h * kORow + d + 4);
+      *reinterpret_cast<uint4*>(out + h * kD + d) = pack_bf16x8(v0, v1);
     }
   }
 }
 
 }  // namespace
 
-bool launch_wgmma_splits(const DecodeAttnArgs& a, float* ws_o, float* ws_ml, int max_splits, cudaStream_t stream) {
+bool launch_wgmma_splits(const DecodeAttnArgs& a, bf16* ws_o, float* ws_ml, int max_splits, cudaStream_t stream) {
   static std::atomic<uint64_t> smem_set{0};
   if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(attn_wgmma_kernel), kSmemBytes, smem_set,
                                      "decode_attention (wgmma): smem attribute"))

@@ -174,6 +174,8 @@ std::string fp8_linear_lt_algo(int64_t M, int64_t N, int64_t K, bool y_bf16, boo
 /// angle = pos * inv_freq[i]). Rows are split into splits of split_rows (a FIXED multiple of 64,
 /// the same for every batch: results never depend on the batch). bf16 q, K/V and output; fp32
 /// softmax statistics and accumulation; P rounded to bf16 before PV (as the reference kernel).
+/// Several splits: each split's unnormalised output is kept in bf16 in the workspace (its m, l in
+/// fp32) and merged in fp32 by the combine (half the bytes of fp32 partials, written and read back).
 struct DecodeAttnArgs {
   const uint16_t* q = nullptr;        // [batch, 64, 512] bf16 (normed, roped)
   const uint16_t* window = nullptr;   // [batch, 128, 512] bf16 ring (or [R, 512] rows, below)

@@ -89,11 +89,21 @@ template <int TOK>
 __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(const float* __restrict__ X, int T, int nd,
                                                                            const float* __restrict__ fn,
                                                                            float* __restrict__ ws, HcWs wl) {
-  detail::pdl_entry();
   extern __shared__ float4 hc_smem[];
   const float* sfn = reinterpret_cast<const float*>(hc_smem);
   float4* sx = hc_smem + kHcMix * kHcKc / 4 + threadIdx.x;  // [stage][token j][thread]
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1), g = threadIdx.x / kHcLanes;
+  // fn's chunk (48 KB, a weight no kernel writes: copied before the wait for the kernel before)
+  // by cp.async, in the first group with X's stage 0: all 24 of a thread's copies in flight at
+  // once (a load-to-register loop waited on L2 six times, four loads each, before the first step:
+  // most of the kernel at 256 tokens, where each block does 16 steps).
+  static_assert(kHcMix * kHcKc / 4 % kHcPThreads == 0, "fn chunk: whole float4s per thread");
+#pragma unroll
+  for (int n = 0; n < kHcMix * kHcKc / 4 / kHcPThreads; ++n) {
+    const int i = threadIdx.x + n * kHcPThreads, r = i / (kHcKc / 4), q = i % (kHcKc / 4);
+    cp_async16(hc_smem + i, reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc) + q);
+  }
+  detail::pdl_entry();
   const int t0 = blockIdx.x * hc_ptile<TOK>() + g * TOK;
   const float* xr[TOK];
 #pragma unroll
@@ -107,15 +117,12 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
     issue(i);
     cp_async_commit();
   }
-  for (int i = threadIdx.x; i < kHcMix * kHcKc / 4; i += kHcPThreads) {
-    const int r = i / (kHcKc / 4), q = i % (kHcKc / 4);
-    hc_smem[i] = __ldg(reinterpret_cast<const float4*>(fn + int64_t(r) * nd + c * kHcKc) + q);
-  }
   float acc[TOK][kHcOut];
 #pragma unroll
   for (int j = 0; j < TOK; ++j)
 #pragma unroll
     for (int r = 0; r < kHcOut; ++r) acc[j][r] = 0.f;
+  cp_async_wait<kHcPStages - 2>();  // group 0: fn's chunk (and X's stage 0)
   __syncthreads();
 #pragma unroll 1
   for (int i = 0; i < kHcSteps; ++i) {
@@ -150,18 +157,20 @@ __global__ void __launch_bounds__(kHcPThreads, 3) hc_partial_prefill_kernel(cons
 __global__ void __launch_bounds__(kHcDWarps * 32, 2)
     hc_partial_decode_kernel(const float* __restrict__ X, int T, int nd, const float* __restrict__ fn,
                              float* __restrict__ ws, HcWs wl) {
-  detail::pdl_entry();
   const int c = blockIdx.y, lane = threadIdx.x & (kHcLanes - 1);
   const int r = blockIdx.z * kHcDWarps + (threadIdx.x >> 5);
-  const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
-  const float4* xr = reinterpret_cast<const float4*>(X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4);
   const float4* fr = reinterpret_cast<const float4*>(fn + int64_t(min(r, kHcMix - 1)) * nd + c * kHcKc + lane * 4);
   const bool sq = r >= kHcMix;  // row 24: the sum of squares
   float4 x[kHcSteps], f[kHcSteps];
-#pragma unroll
-  for (int i = 0; i < kHcSteps; ++i) x[i] = xr[8 * i];
+  // fn (a weight no kernel writes) before the wait for the kernel before: its loads overlap that
+  // kernel's tail; X's after.
 #pragma unroll
   for (int i = 0; i < kHcSteps; ++i) f[i] = __ldg(fr + 8 * i);
+  detail::pdl_entry();
+  const int t = blockIdx.x * kHcDTile + ((threadIdx.x >> 3) & 3);
+  const float4* xr = reinterpret_cast<const float4*>(X + int64_t(min(t, T - 1)) * nd + c * kHcKc + lane * 4);
+#pragma unroll
+  for (int i = 0; i < kHcSteps; ++i) x[i] = xr[8 * i];
   float acc = 0.f;
 #pragma unroll
   for (int i = 0; i < kHcSteps; ++i) acc = fma4(x[i], sq ? x[i] : f[i], acc);
