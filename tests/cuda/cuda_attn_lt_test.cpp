@@ -332,6 +332,27 @@ int64_t first_mismatch(const std::vector<uint16_t>& x, const std::vector<uint16_
   return -1;
 }
 
+// The default mode's split by batch: the base split for one query, one split for a batch far past
+// the GPU's SMs, never more splits than the base's, a multiple of 64 that grows with the batch.
+TEST(CudaAttention, DecodeSplitRowsByBatch) {
+  SKIP_WITHOUT_DEVICE();
+  for (const int rows : {160, 384, 640, 1000}) {
+    EXPECT_EQ(256, dc::decode_split_rows(1, rows, 256)) << rows;
+    EXPECT_EQ((rows + 63) / 64 * 64 > 256 ? (rows + 63) / 64 * 64 : 256, dc::decode_split_rows(1 << 20, rows, 256))
+        << rows;
+    int last = 0;
+    for (int batch = 1; batch <= 4096; batch *= 2) {
+      const int s = dc::decode_split_rows(batch, rows, 256);
+      EXPECT_EQ(0, s % 64) << rows << " " << batch;
+      EXPECT_GE(s, 256) << rows << " " << batch;
+      EXPECT_GE(s, last) << rows << " " << batch;
+      EXPECT_LE((rows + s - 1) / s, (rows + 255) / 256) << rows << " " << batch;
+      last = s;
+    }
+  }
+  EXPECT_EQ(0, dc::decode_split_rows(8, 640, 0));  // 0: one split a query, as passed
+}
+
 // The prefix form (index_is_prefix, no index array: HCA's every visible entry) equals the explicit
 // index 0, 1, .., n_index - 1 bit for bit, on both kernels and over one split and several.
 TEST(CudaAttention, PrefixIndexEqualsExplicitIndex) {

@@ -8,7 +8,7 @@
 # first within its own box (its contexts are prefilled, so the large 32k rows fall to the box; its
 # eager attention cannot prefill 32k tokens at once, so its prefill rows stop at 16k). Every run's
 # JSON is merged on the device by collect_bench.py into one file ($FINAL/matrix.json, the results
-# format, the peer column from this call's peer.json, else from bench/results/peer-transformers-h100.json);
+# format, the peer column from this call's peer.json, else from bench/results/peer-transformers-h100-matrix.json);
 # the single runs stay in logs.tgz, the peer's file in $FINAL/peer.json.
 # Build (here): T=build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
 #   run(carry=[".device-bin.tar.xz"], timeout_s=590,
@@ -42,7 +42,7 @@ done
 decode_rows 32768
 export BENCH_CONFIGS="${BENCH_CONFIGS:-$configs}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-330}"
-PEER=bench/results/peer-transformers-h100.json
+PEER=bench/results/peer-transformers-h100-matrix.json  # the latest H100 peer run (24th slice): all its shapes
 if [ "${PEER_S:-200}" -gt 30 ]; then
   echo "== peer: transformers (box ${PEER_S:-200} s)"
   timeout "${PEER_S:-200}" python3 bench/peer_transformers.py --out "$OUT/peer.json" --time-budget $((${PEER_S:-200} - 40)) \

@@ -216,6 +216,12 @@ struct DecodeAttnArgs {
   bool wgmma = false;
 };
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
+/// The split size for a launch of `batch` queries of at most max_rows rows each, from a base
+/// split (a multiple of 64): the base where the batch needs its splits to fill the GPU; fewer,
+/// longer splits (as few as one, no combine) where the batch alone fills it (about one split per
+/// query at 128 queries on an H100's 132 SMs). A multiple of 64. For the default mode only: the
+/// result follows the batch, so a row's bits do (batch-invariant mode runs one split per query).
+int32_t decode_split_rows(int32_t batch, int32_t max_rows, int32_t base_split);
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
 
 // ---- MXFP4 expert linear for decode (small M per expert) ----

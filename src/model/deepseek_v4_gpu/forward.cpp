@@ -236,7 +236,9 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
   } else {
     t.index = ai.swa_idx, t.n_index = ai.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
   }
-  t.split_rows = split > 0 ? split : (t.max_rows + 63) / 64 * 64;
+  // split > 0 (the default mode's decode): `split` where the batch needs its splits to fill the
+  // GPU, fewer and longer ones where the batch alone fills it (decode_split_rows).
+  t.split_rows = split > 0 ? dc::decode_split_rows(t.batch, t.max_rows, split) : (t.max_rows + 63) / 64 * 64;
   // The warpgroup-MMA kernel where the mma.sync one would run 64-head blocks (launches of more
   // than half a wave of them: prefill, decode from batch ~23 at context 4k); never in batch-invariant mode,
   // where a row's bits must not follow the launch size.
