@@ -71,7 +71,7 @@ struct StepTimes {
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
-/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows, attn_wgmma and lt_timed change results,
+/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows, attn_wgmma, attn_split and lt_timed change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
@@ -85,6 +85,8 @@ struct CudaTuning {
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
+  int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 256), fewer splits where
+                           // the batch fills the GPU (dc::decode_split_rows); default mode only
   bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it, and past 256 rows the
                            // grouped wo_a's FP8 input is written group-major, wo_b's from its groups (same bits)
   bool lt_timed = true;    // cuBLASLt FP8 GEMMs of up to kLtTimedMaxRows rows: the fastest algorithm, timed when first seen
@@ -104,6 +106,8 @@ struct CudaTuning {
     if (fp8_wgmma_rows < -1) return bad("--fp8-wgmma-rows", kCount, fp8_wgmma_rows);
     if (!one_of(attn_heads_per_block, {0, 16, 64}))
       return bad("--attn-heads-per-block", "0 (by the launch size), 16 or 64", attn_heads_per_block);
+    if (attn_split < 0 || attn_split % 64 || attn_split > 65536)
+      return bad("--attn-split", "0 (the default, 256) or a multiple of 64 up to 65536", attn_split);
     return Status::ok();
   }
 };

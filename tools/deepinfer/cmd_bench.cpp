@@ -445,6 +445,7 @@ int run_bench(const BenchArgs& a) {
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
+                     {"attn_split", a.tuning.attn_split},
                      {"act_pack", a.tuning.act_pack},
                      {"lt_timed", a.tuning.lt_timed},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
@@ -527,6 +528,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "-1: never)");
   b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
+  b->add_option("--attn-split", a->tuning.attn_split,
+                "--device cuda: decode attention's base split in rows, a multiple of 64 (0: the default, 256); fewer, "
+                "longer splits where the batch fills the GPU");
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
               "kernel where it would run 64-head blocks)");

@@ -202,7 +202,7 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.entry_ptrs = P.kv_entries;
   t.heads_per_block = tuning_.attn_heads_per_block;
   const AttnIndex ai{dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
-  const int32_t split = c_.numerics.batch_invariant ? 0 : kDecodeSplit;
+  const int32_t split = c_.numerics.batch_invariant ? 0 : tuning_.attn_split > 0 ? tuning_.attn_split : kDecodeSplit;
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, K = c_.index_topk;
     DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, std::max(Bd, kBf16MinRows) * Hi));  // decode_index's
