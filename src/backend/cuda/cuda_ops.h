@@ -171,8 +171,10 @@ std::string fp8_linear_lt_algo(int64_t M, int64_t N, int64_t K, bool y_bf16, boo
 /// order: slot (pos[b] - nw + 1 + j) mod 128 for j < nw) and then to entries[index[b][j]] for
 /// j < n_index[b] (index -1 = skipped), with sink[h] in the denominator, scale 1/sqrt(512); the
 /// output's last 64 dims get the conjugate (inverse) rotation at pos[b] (interleaved pairs,
-/// angle = pos * inv_freq[i]). Rows are split into splits of split_rows (a FIXED multiple of 64,
-/// the same for every batch: results never depend on the batch). bf16 q, K/V and output; fp32
+/// angle = pos * inv_freq[i]). Rows are split into splits of split_rows (a multiple of 64; a row's
+/// result follows from its rows and split_rows alone, so a split size fixed for every batch makes
+/// results independent of the batch: batch-invariant mode's one split a query; the default mode
+/// takes decode_split_rows' choice by batch). bf16 q, K/V and output; fp32
 /// softmax statistics and accumulation; P rounded to bf16 before PV (as the reference kernel).
 /// Several splits: each split's unnormalised output is kept in bf16 in the workspace (its m, l in
 /// fp32) and merged in fp32 by the combine (half the bytes of fp32 partials, written and read back).
