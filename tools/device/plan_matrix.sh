@@ -42,7 +42,7 @@ done
 decode_rows 32768
 export BENCH_CONFIGS="${BENCH_CONFIGS:-$configs}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-330}"
-PEER=bench/results/peer-transformers-h100-matrix.json  # the latest H100 peer run (24th slice): all its shapes
+PEER=${PEER_FILE:-bench/results/peer-transformers-h100-matrix.json}  # the latest H100 peer run (24th slice); on an H200: PEER_FILE=bench/results/peer-transformers-h200-matrix.json
 if [ "${PEER_S:-200}" -gt 30 ]; then
   echo "== peer: transformers (box ${PEER_S:-200} s)"
   timeout "${PEER_S:-200}" python3 bench/peer_transformers.py --out "$OUT/peer.json" --time-budget $((${PEER_S:-200} - 40)) \
