@@ -248,14 +248,14 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
   return Status::ok();
 }
 
-Status Forward::fork(int n) {
+Status Forward::fork(int n, int first) {
   DI_CUDA_TRY(dc::event_record(fork_ev_, stream_));
-  for (int i = 0; i < n; ++i) DI_CUDA_TRY(dc::stream_wait_event(side_[i], fork_ev_));
+  for (int i = first; i < first + n; ++i) DI_CUDA_TRY(dc::stream_wait_event(side_[i], fork_ev_));
   return Status::ok();
 }
 
-Status Forward::join(int n) {
-  for (int i = 0; i < n; ++i) {
+Status Forward::join(int n, int first) {
+  for (int i = first; i < first + n; ++i) {
     DI_CUDA_TRY(dc::event_record(join_ev_[i], side_[i]));
     DI_CUDA_TRY(dc::stream_wait_event(stream_, join_ev_[i]));
   }
@@ -270,18 +270,12 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a) {
   DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_, side));
   if (!side) return Status::ok();
-  DI_CUDA_TRY(dc::event_record(fork_ev_, stream_));
-  DI_CUDA_TRY(dc::stream_wait_event(side_[kCombLane], fork_ev_));
+  DI_TRY(fork(1, kCombLane));
   DI_CUDA_TRY(dc::hc_pre_comb(a.T, c_.hidden, base, scale, eps, hc_eps, iters, a.comb, a.hcws, side_[kCombLane]));
   return Status::ok();
 }
 
-Status Forward::join_comb(const Acts& a) {
-  if (!comb_on_side(a.T)) return Status::ok();
-  DI_CUDA_TRY(dc::event_record(join_ev_[kCombLane], side_[kCombLane]));
-  DI_CUDA_TRY(dc::stream_wait_event(stream_, join_ev_[kCombLane]));
-  return Status::ok();
-}
+Status Forward::join_comb(const Acts& a) { return comb_on_side(a.T) ? join(1, kCombLane) : Status::ok(); }
 
 Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                           const DecodeBatch& dec, Acts& a) {

@@ -140,9 +140,10 @@ class Forward {
   static constexpr int kLanes = 3, kWoLanes = 7;
   void* st(int lane) const { return lane < 0 ? stream_ : side_[lane]; }
   static int ls(int slot, int lane) { return lane < 0 ? slot : slot + 100 * (lane + 1); }  // a lane's own slot
-  /// Side streams 0..n-1 wait for the main stream's work so far / the main stream waits for them.
-  Status fork(int n);
-  Status join(int n);
+  /// Side streams first..first+n-1 wait for the main stream's work so far / the main stream waits
+  /// for them.
+  Status fork(int n, int first = 0);
+  Status join(int n, int first = 0);
   /// mHC pre of a sub-layer (hc: its weights) into a.pre / post / xin on the main stream, and its
   /// Sinkhorn (a.comb) on side lane kCombLane (lanes 3..6 otherwise serve only the transposing
   /// wo_a path), so the path from X to the sub-layer's input does not wait for it; join_comb(a)
