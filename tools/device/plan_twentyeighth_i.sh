@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PENDING (not yet run; tools/device/pending/twentyeighth-indexer-ldmatrix.patch). The twenty-eighth
+# RAN on an H100 2026-12-06 (09:25 UTC session) and landed; was pending as twentyeighth-indexer-ldmatrix.patch. The twenty-eighth
 # slice: the indexer score kernel's fragments by ldmatrix (written 2026-12-06 on
 # 9312143). Its m16n8k16 fragments had been loaded one 32-bit shared load per register (40 loads
 # per k16 step per warp for 32 MMAs); ldmatrix.x4 gives the same registers in a quarter of the

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/mma_common.cuh"
 
 namespace deepinfer::cuda {
 
@@ -272,7 +273,7 @@ __device__ __forceinline__ void mma_bf16(float c[4], const uint32_t a[4], uint32
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ uint32_t lds32(const bf16* p) { return *reinterpret_cast<const uint32_t*>(p); }
+__device__ __forceinline__ uint32_t smem_addr(const bf16* p) { return static_cast<uint32_t>(__cvta_generic_to_shared(p)); }
 
 // Loads key tile [kIdxTile, D] (rows >= nv zero-filled) asynchronously.
 __device__ __forceinline__ void load_key_tile(bf16* dst, const uint16_t* keys, int64_t base, int e0, int nv, int D) {
@@ -350,20 +351,28 @@ __global__ void __launch_bounds__(kIdxThreads) indexer_score_kernel(IndexerArgs 
       for (int nt = 0; nt < 4; ++nt)
 #pragma unroll
         for (int c = 0; c < 4; ++c) acc[mt][nt][c] = 0.f;
+    // Fragments by ldmatrix (the same registers as m16n8k16's element-wise loads, a quarter of the
+    // shared-memory instructions): lane l addresses row l % 8 of matrix l / 8. B, x4 per pair of
+    // n8 tiles: (tile 2p, k 0-7), (2p, k 8-15), (2p + 1, k 0-7), (2p + 1, k 8-15); A, x4 per m16
+    // tile: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+    const int lj = lane >> 3, lr = lane & 7;
+    const uint32_t kb = smem_addr(kt + (warp * 32 + (lj >> 1) * 8 + lr) * kIdxStride + (lj & 1) * 8);
+    const int a_el = ((lj & 1) * 8 + lr) * kIdxStride + (lj >> 1) * 8;
+    const uint32_t qa_hi = smem_addr(qhi + a_el), qa_lo = smem_addr(qlo + a_el);
     for (int ks = 0; ks < D; ks += 16) {
       uint32_t bfr[4][2];
 #pragma unroll
-      for (int nt = 0; nt < 4; ++nt) {
-        const bf16* kr = kt + (warp * 32 + nt * 8 + g) * kIdxStride + ks + tig * 2;
-        bfr[nt][0] = lds32(kr);
-        bfr[nt][1] = lds32(kr + 8);
+      for (int np = 0; np < 2; ++np) {
+        uint32_t r[4];
+        detail::ldsm_x4(r, kb + (np * 16 * kIdxStride + ks) * 2);
+        bfr[2 * np][0] = r[0], bfr[2 * np][1] = r[1], bfr[2 * np + 1][0] = r[2], bfr[2 * np + 1][1] = r[3];
       }
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt) {
         if (mt >= mtiles) break;
-        const int r0 = (mt * 16 + g) * kIdxStride + ks + tig * 2, r1 = r0 + 8 * kIdxStride;
-        const uint32_t ah[4] = {lds32(qhi + r0), lds32(qhi + r1), lds32(qhi + r0 + 8), lds32(qhi + r1 + 8)};
-        const uint32_t al[4] = {lds32(qlo + r0), lds32(qlo + r1), lds32(qlo + r0 + 8), lds32(qlo + r1 + 8)};
+        uint32_t ah[4], al[4];
+        detail::ldsm_x4(ah, qa_hi + (mt * 16 * kIdxStride + ks) * 2);
+        detail::ldsm_x4(al, qa_lo + (mt * 16 * kIdxStride + ks) * 2);
 #pragma unroll
         for (int nt = 0; nt < 4; ++nt) {
           mma_bf16(acc[mt][nt], ah, bfr[nt][0], bfr[nt][1]);
