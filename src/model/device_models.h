@@ -75,7 +75,8 @@ Result<StepTimes> cuda_step_times(Model& m, bool reset);
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
-  int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 32, -1: never
+  int moe_wide_rows = 0;   // the wide expert kernels from this many routed rows (tokens x top-k); 0: 1 where the
+                           // experts take the FP8 kernels, else 32; -1: never
   bool moe_wgmma = true;   // the wide expert kernels on warpgroup MMA (groups <= 128 rows); false: mma.sync (<= 64)
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
   bool moe_fp8 = true;     // expert groups (<= 128 rows) on the FP8 kernels (e4m3 rows, as the reference) where the scales fold

@@ -510,7 +510,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "--device cuda: rows per routed-expert group, 16, 32 or 64 (0: the default, 16)");
   b->add_option("--moe-wide-rows", a->tuning.moe_wide_rows,
                 "--device cuda: routed rows (tokens x top-k) of a forward from which the wide expert kernels run "
-                "(0: the default, 32; -1: never)");
+                "(0: the default, 1 where the experts take the FP8 kernels, else 32; -1: never)");
   b->add_flag("!--no-moe-wgmma", a->tuning.moe_wgmma,
               "--device cuda: the wide expert kernels on mma.sync (64-row groups) instead of warpgroup MMA");
   b->add_flag("--moe-wgmma-exact", a->tuning.moe_wgmma_exact,

@@ -362,13 +362,25 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
 }
 
 // The wide expert kernels (weights read once per group of up to 64 rows; 128 on wgmma) from
-// tuning_.moe_wide_rows routed rows (tokens x top-k; default 32): the op bench has them ahead from
-// about 2 rows per expert at any expert count, and ahead at 1 row per expert once 64 experts fill
-// the GPU with blocks (6 experts of 1 row: behind). Never in batch-invariant mode, whose sums must
-// not depend on how many rows the step has (the narrow kernel's per-row sum order is fixed).
-int64_t Forward::wide_experts_from() const {
+// tuning_.moe_wide_rows routed rows (tokens x top-k). Default: from 1 row where the layer's
+// experts take the FP8 wgmma kernels (I, d % 256 == 0, scales foldable), else from 32. H100,
+// 28c0f3d, op bench (w13 + SwiGLU + w2): 6 experts x 1 row FP8 on tiled weights 42.0 us against the
+// narrow kernel's 59.1, 6 x 4 41.1 against 68.1, 24 x 1 120.4 against 189.8; the batch-1 step
+// 1.215 -> 1.163 ms of device time, batch 4 1.706 -> 1.504. (The f16 wide kernels were behind the
+// narrow one at 1 row per expert with few experts, so 32 stays theirs.) Never in batch-invariant
+// mode, whose sums must not depend on how many rows the step has (the narrow kernel's per-row sum
+// order is fixed).
+int64_t Forward::wide_experts_from(const GpuLayer& L) const {
   if (c_.numerics.batch_invariant || tuning_.moe_wide_rows < 0) return std::numeric_limits<int64_t>::max();
-  return tuning_.moe_wide_rows > 0 ? tuning_.moe_wide_rows : 32;
+  if (tuning_.moe_wide_rows > 0) return tuning_.moe_wide_rows;
+  return fp8_experts(L) ? 1 : 32;
+}
+
+// Whether the layer's routed experts can take the FP8 wgmma kernels (at groups of up to
+// tuning_.moe_fp8_max_rows rows).
+bool Forward::fp8_experts(const GpuLayer& L) const {
+  return tuning_.moe_wgmma && tuning_.moe_fp8 && L.experts_fp8_foldable && c_.moe_inter % 256 == 0 &&
+         c_.hidden % 256 == 0;
 }
 
 Status Forward::moe(const GpuLayer& L, Acts& a) {
@@ -387,7 +399,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark(part::kMoeShared));
   // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
-  const int64_t from = wide_experts_from();
+  const int64_t from = wide_experts_from(L);
   const bool can_wide = from != std::numeric_limits<int64_t>::max();
   const int64_t Tm = std::min(T, can_wide ? kMoeWideChunk : kMoeChunk), Rm = Tm * k;
   const int G = dc::moe_max_groups(Tm, k, E);
@@ -454,7 +466,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
     // its one-block kernel.
     const int fp8_max_rows = tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128;
-    const bool fp8 = wg && tuning_.moe_fp8 && L.experts_fp8_foldable && gr <= fp8_max_rows;
+    const bool fp8 = wg && fp8_experts(L) && gr <= fp8_max_rows;
     if (fp8) {
       DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
       DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
