@@ -312,6 +312,20 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
       const auto ex = download<int32_t>(dex, T * K);
       const auto wt = download<float>(dw, T * K);
       const auto gl = download<float>(dl, T * E);
+      {  // The logits only (experts and weights null, as hash layers call it): the same bits.
+        Dev dl2(T * E * 4);
+        ASSERT_TRUE(gemm ? dc::moe_route_gemm(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                              dl2.as<float>(), nullptr, nullptr, ws.p)
+                         : dc::moe_route(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                         dl2.as<float>(), nullptr, nullptr))
+            << dc::last_error();
+        EXPECT_EQ(first_bit_mismatch(download<float>(dl2, T * E), gl), -1) << "logits only, gemm " << gemm << " T=" << T;
+        // One of the two null: an error, not a half-done route.
+        EXPECT_FALSE(gemm ? dc::moe_route_gemm(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                               dl2.as<float>(), dex.as<int32_t>(), nullptr, ws.p)
+                          : dc::moe_route(dh.as<float>(), T, d, dg.as<uint16_t>(), E, dbias.as<float>(), K, 1.5f,
+                                          dl2.as<float>(), nullptr, dw.as<float>()));
+      }
       double lerr = 0, lmax = 0;
       for (size_t i = 0; i < gl.size(); ++i) {
         lerr = std::max(lerr, std::fabs(double(gl[i]) - logits[i]));

@@ -41,7 +41,8 @@ bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* com
 /// logits[T, E] = h[T, d] . gate[E, d]^T (gate bf16), score = sqrt(softplus(logit)); experts
 /// [T, k] = top-k of score + bias (descending, lower index first on ties); weights [T, k] =
 /// score / sum(selected scores) * scaling (sum in slot order). Requires d % 256 == 0, E <= 1024,
-/// k <= 16. logits_ws: T * E floats.
+/// k <= 16. logits_ws: T * E floats. experts and weights both null: the logits only (hash-routed
+/// layers take their experts from the token ids, hash_route, and their weights from the logits).
 bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
                float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream = nullptr);
 /// moe_route's second half alone: experts and weights from logits [T, E] computed elsewhere

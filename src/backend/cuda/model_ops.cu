@@ -292,7 +292,7 @@ bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, 
                     float scaling, float* logits_ws, int32_t* experts, float* weights, void* workspace, void* stream) {
   if (d % 8 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route_gemm: need d % 8 == 0, E % 8 == 0, E <= 1024, k <= 16");
   if (T <= 0) return true;
-  if (!h || !gate || !logits_ws || !experts || !weights || !workspace) return fail("moe_route_gemm: null argument");
+  if (!h || !gate || !logits_ws || !workspace || !experts != !weights) return fail("moe_route_gemm: null argument");
   auto* base = static_cast<unsigned char*>(workspace);
   const RouteWs ws(T, d, E);
   auto* x3 = reinterpret_cast<uint16_t*>(base + ws.x3);
@@ -307,6 +307,7 @@ bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, 
     if (!check_launch("split_bf16x3_kernel")) return false;
     if (!bf16_linear_lt(x3, m, w3, E, 3 * d, logits_ws + t0 * E, false, base, stream)) return false;
   }
+  if (!experts) return true;  // the logits only
   return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
 }
 

@@ -24,7 +24,8 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
 /// what the ones before left), and logits = [hi | mid | lo] . [gate | gate | gate]^T with K = 3d
 /// through cuBLASLt, fp32 accumulate: every product is exact, so the logits are fp32 dot
 /// products as the reference's `x.float() @ W.float()`, only summed in another order than
-/// moe_route's kernel (last bits differ; not for batch-invariant mode). Then the same top-k.
+/// moe_route's kernel (last bits differ; not for batch-invariant mode). Then the same top-k (none
+/// where experts and weights are both null: the logits only).
 /// workspace: moe_route_gemm_workspace_bytes(T, d, E).
 size_t moe_route_gemm_workspace_bytes(int64_t T, int64_t d, int64_t E);
 bool moe_route_gemm(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,

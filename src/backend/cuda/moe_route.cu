@@ -256,6 +256,7 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
                float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream) {
   if (d % 256 || E % 8 || E > 1024 || k > 16 || k > E) return fail("moe_route: need d % 256 == 0, E % 8 == 0, E <= 1024, k <= 16");
   if (T <= 0) return true;
+  if (!h || !gate || !logits_ws || !experts != !weights) return fail("moe_route: null argument");
   const cudaStream_t s = as_stream(stream);
   const int Ti = static_cast<int>(T), di = static_cast<int>(d), Ei = static_cast<int>(E);
   // Same bits from every shape (router_logits_kernel and the staged kernel): pick by reuse only,
@@ -279,6 +280,7 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
     ok = check_launch("router_logits_kernel");
   }
   if (!ok) return false;
+  if (!experts && !weights) return true;  // the logits only
   return moe_route_from_logits(logits_ws, T, E, bias, k, scaling, experts, weights, stream);
 }
 
@@ -286,6 +288,7 @@ bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const floa
                            int32_t* experts, float* weights, void* stream) {
   if (E > 1024 || k > 16 || k > E) return fail("moe_route_from_logits: need E <= 1024, k <= 16, k <= E");
   if (T <= 0) return true;
+  if (!logits || !experts || !weights) return fail("moe_route_from_logits: null argument");
   detail::launch_pdl(router_topk_kernel, static_cast<unsigned>(T), 256, 0, as_stream(stream), logits,
                      static_cast<int>(E), bias, k, scaling, experts, weights);
   return check_launch("router_topk_kernel");

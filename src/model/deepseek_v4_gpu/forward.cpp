@@ -412,7 +412,6 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   }
   DI_ASSIGN_OR_RETURN(float* lws, buf<float>(kLogitsWs, Tm * E));
   DI_ASSIGN_OR_RETURN(int32_t* experts, buf<int32_t>(kExperts, Rm));
-  DI_ASSIGN_OR_RETURN(int32_t* ex_scratch, buf<int32_t>(kExScratch, Rm));
   DI_ASSIGN_OR_RETURN(float* wts, buf<float>(kWts, Rm));
   DI_ASSIGN_OR_RETURN(int32_t* slot_pos, buf<int32_t>(kSlotPos, Rm));
   DI_ASSIGN_OR_RETURN(float* yp, buf<float>(kYp, Rm * d));
@@ -444,16 +443,17 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
       DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
       DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, rows * I));
     }
-    // The router still scores in hash layers (the weights); tid2eid picks the experts there.
-    int32_t* const chosen = L.hash ? ex_scratch : experts;
+    // Hash layers: the router's logits only (hash_route's weights); tid2eid picks the experts.
+    int32_t* const chosen = L.hash ? nullptr : experts;
+    float* const chosen_wts = L.hash ? nullptr : wts;
     const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
     if (!c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows) {
       DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
-      DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts,
-                                     rws, stream_));
+      DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen,
+                                     chosen_wts, rws, stream_));
     } else {
       DI_CUDA_TRY(
-          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, wts, stream_));
+          dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, chosen_wts, stream_));
     }
     if (L.hash)
       DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
