@@ -82,12 +82,17 @@ std::vector<uint8_t> prefix(const DeviceBuffer& b, size_t bytes) {
   return h;
 }
 
-void put_linear(TensorMap& t, const std::string& name, const GpuLinear& l) {
+// Rows [r0, r0 + n) of a linear (all of it by default) as a checkpoint tensor pair.
+void put_linear(TensorMap& t, const std::string& name, const GpuLinear& l, int64_t r0 = 0, int64_t n = -1) {
+  if (n < 0) n = l.n;
+  auto rows = [](const std::vector<uint8_t>& all, int64_t row_bytes, int64_t first, int64_t count) {
+    return std::vector<uint8_t>(all.begin() + first * row_bytes, all.begin() + (first + count) * row_bytes);
+  };
   if (l.fp8) {
-    t[name + ".weight"] = raw("F8_E4M3", {l.n, l.k}, host(l.data));
-    t[name + ".scale"] = raw("F8_E8M0", {l.n / 128, l.k / 128}, host(l.scale));
+    t[name + ".weight"] = raw("F8_E4M3", {n, l.k}, rows(host(l.data), l.k, r0, n));
+    t[name + ".scale"] = raw("F8_E8M0", {n / 128, l.k / 128}, rows(host(l.scale), l.k / 128, r0 / 128, n / 128));
   } else {
-    t[name + ".weight"] = raw("BF16", {l.n, l.k}, host(l.data));
+    t[name + ".weight"] = raw("BF16", {n, l.k}, rows(host(l.data), 2 * l.k, r0, n));
   }
 }
 void put_f32(TensorMap& t, const std::string& name, std::vector<int64_t> shape, const DeviceBuffer& b) {
@@ -164,9 +169,9 @@ TensorMap to_tensors(const GpuWeights& w, const v4::V4Config& c) {
         t[ep + names[i] + ".scale"] = raw("F8_E8M0", {rows, cols / 32}, sc);
       }
     }
-    put_linear(t, f + ".shared_experts.w1", L.sh_w1);
+    put_linear(t, f + ".shared_experts.w1", L.sh_w13, 0, I);  // sh_w13: w1's rows then w3's
     put_linear(t, f + ".shared_experts.w2", L.sh_w2);
-    put_linear(t, f + ".shared_experts.w3", L.sh_w3);
+    put_linear(t, f + ".shared_experts.w3", L.sh_w13, I, I);
   }
   return t;
 }
@@ -248,10 +253,21 @@ void expect_same(const GpuWeights& a, const GpuWeights& b) {
     ASSERT_EQ(x.experts.size(), y.experts.size()) << p;
     for (size_t e = 0; e < x.experts.size(); ++e) expect_same(x.experts[e], y.experts[e], p + "expert " + std::to_string(e));
     EXPECT_EQ(ptr_offsets(x), ptr_offsets(y)) << p;
-    expect_same(x.sh_w1, y.sh_w1, p + "shared w1");
+    expect_same(x.sh_w13, y.sh_w13, p + "shared w1 + w3");
     expect_same(x.sh_w2, y.sh_w2, p + "shared w2");
-    expect_same(x.sh_w3, y.sh_w3, p + "shared w3");
   }
+}
+
+// concat_rows (the shared expert's w1 + w3): linears of different widths or formats cannot share
+// one GEMM, an error naming them (no device work: the check comes first).
+TEST(CudaV4Synthetic, ConcatRowsRefusesMismatchedLinears) {
+  GpuLinear a, b;
+  a.fp8 = b.fp8 = true, a.n = b.n = 128, a.k = 256, b.k = 128;
+  auto r = v4gpu::concat_rows(a, b, "w1 + w3");
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_NE(r.status().message().find("w1 + w3"), std::string::npos) << r.status().message();
+  b.k = 256, b.fp8 = false;
+  EXPECT_FALSE(v4gpu::concat_rows(a, b, "w1 + w3").is_ok());
 }
 
 std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint32_t seed) {

@@ -33,7 +33,7 @@ struct Forward::SeqIdx {
 struct Forward::Acts {
   int64_t T = 0, max_n = 0, Nd = 0;  // rows, longest chunk, decoding sequences (rows 0..Nd-1)
   int32_t *ids, *pos;
-  float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa2, *f, *h, *sg, *su, *sa, *sy;
+  float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa2, *f, *h, *sgu, *sa, *sy;
   void* hcws;
   uint16_t *q16, *kv16, *ao;
   Packed xnp, qanp, hp;  // norm_pack's forms of xn, qan, h (empty without tuning_.act_pack)
@@ -389,13 +389,13 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
   DI_TRY(hc_pre_split(L.hc_ffn, a));
-  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, I, L.sh_w1.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp));
+  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, I, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp));
   DI_TRY(mark(part::kMoePre));
-  // Shared expert (FP8: w1, w3, clamped SwiGLU, w2) on a side stream, joined before the combine.
+  // Shared expert (FP8: w1 and w3 as one GEMM into [gate | up] rows, clamped SwiGLU, w2) on a side
+  // stream, joined before the combine.
   DI_TRY(fork(1));
-  DI_TRY(linear(a.h, T, L.sh_w1, a.sg, 0, &a.hp));
-  DI_TRY(linear(a.h, T, L.sh_w3, a.su, 0, &a.hp));
-  DI_CUDA_TRY(dc::swiglu(a.sg, a.su, I, T, I, limit, a.sa, st(0)));
+  DI_TRY(linear(a.h, T, L.sh_w13, a.sgu, 0, &a.hp));
+  DI_CUDA_TRY(dc::swiglu(a.sgu, a.sgu + I, 2 * I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark(part::kMoeShared));
   // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
@@ -600,8 +600,7 @@ Status Forward::alloc_acts(Acts& a) {
   DI_ASSIGN_OR_RETURN(a.oa2, buf<float>(kOa2, T * G * OR));
   DI_ASSIGN_OR_RETURN(a.f, buf<float>(kF, T * d));
   DI_ASSIGN_OR_RETURN(a.h, buf<float>(kH, T * d));
-  DI_ASSIGN_OR_RETURN(a.sg, buf<float>(kSg, T * I));
-  DI_ASSIGN_OR_RETURN(a.su, buf<float>(kSu, T * I));
+  DI_ASSIGN_OR_RETURN(a.sgu, buf<float>(kSgu, T * 2 * I));
   DI_ASSIGN_OR_RETURN(a.sa, buf<float>(kSa, T * I));
   DI_ASSIGN_OR_RETURN(a.sy, buf<float>(kSy, T * d));
   // Set here, not in head(): a replayed graph runs no host code.

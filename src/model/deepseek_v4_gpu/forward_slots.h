@@ -9,7 +9,7 @@ namespace deepinfer::v4gpu::fwd {
 // Workspace slots (Scratch): one per buffer of a forward.
 enum Slot : int {
   kIds, kPos, kI32Pack, kI64Pack, kE, kX, kPre, kPost, kComb, kHcWs, kXin, kXn, kQa, kQan, kQb, kQ16, kKv, kKv16,
-  kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSg, kSu, kSa,
+  kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSgu, kSa,
   kSy, kLogitsWs, kExperts, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
   kX8, kXs8, kA32, kA8, kAs8, kRouteWs,

@@ -172,9 +172,16 @@ Result<GpuLayer> upload_layer(const v4::BlockWeights& b, const v4::V4Config& c) 
   DI_ASSIGN_OR_RETURN(g.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
   DI_ASSIGN_OR_RETURN(g.experts_foldable, experts_scales_foldable(ptrs, c.moe_inter, c.hidden));
   DI_ASSIGN_OR_RETURN(g.experts_fp8_foldable, experts_scales_foldable(ptrs, c.moe_inter, c.hidden, true));
-  DI_ASSIGN_OR_RETURN(g.sh_w1, upload_linear(f.shared_w1, true));
+  {
+    DI_ASSIGN_OR_RETURN(GpuLinear w1, upload_linear(f.shared_w1, true));
+    DI_ASSIGN_OR_RETURN(GpuLinear w3, upload_linear(f.shared_w3, true));
+    if (w1.fp8 != w3.fp8 || w1.scale_f32 != w3.scale_f32) {  // stored differently: both as bf16
+      DI_ASSIGN_OR_RETURN(w1, upload_linear(f.shared_w1, false));
+      DI_ASSIGN_OR_RETURN(w3, upload_linear(f.shared_w3, false));
+    }
+    DI_ASSIGN_OR_RETURN(g.sh_w13, concat_rows(w1, w3, f.shared_w1.name + " + w3"));
+  }
   DI_ASSIGN_OR_RETURN(g.sh_w2, upload_linear(f.shared_w2, true));
-  DI_ASSIGN_OR_RETURN(g.sh_w3, upload_linear(f.shared_w3, true));
   return g;
 }
 
@@ -241,7 +248,7 @@ size_t layer_bytes(const GpuLayer& g) {
                                 &g.tid2eid, &g.expert_ptrs})
     s += b->bytes();
   for (const GpuLinear* l : {&g.wq_a, &g.wq_b, &g.wkv, &g.wo_a, &g.wo_b, &g.cmp.wkv, &g.cmp.wgate, &g.icmp.wkv,
-                             &g.icmp.wgate, &g.idx_wq_b, &g.weights_proj, &g.sh_w1, &g.sh_w2, &g.sh_w3})
+                             &g.icmp.wgate, &g.idx_wq_b, &g.weights_proj, &g.sh_w13, &g.sh_w2})
     s += l->bytes();
   for (const DeviceBuffer& e : g.experts) s += e.bytes();
   return s;
@@ -269,6 +276,25 @@ cuda::Fp8Weight GpuLinear::lt_rows(int64_t r0, int64_t rows) const {
   cuda::Fp8Weight w = fp8_rows(r0, rows);
   if (!scale_f32) w.scale = scale32.as<float>() + (r0 / 128) * (k / 128), w.scale_is_f32 = true;
   return w;
+}
+
+Result<GpuLinear> concat_rows(const GpuLinear& a, const GpuLinear& b, const std::string& what) {
+  if (a.k != b.k || a.fp8 != b.fp8 || a.scale_f32 != b.scale_f32)
+    return Status::invalid_argument(what + ": rows of different widths or formats cannot share one GEMM");
+  GpuLinear g;
+  g.fp8 = a.fp8, g.scale_f32 = a.scale_f32, g.n = a.n + b.n, g.k = a.k;
+  auto cat = [&](const DeviceBuffer& x, const DeviceBuffer& y, DeviceBuffer& out) -> Status {
+    if (x.bytes() + y.bytes() == 0) return Status::ok();
+    DI_ASSIGN_OR_RETURN(out, DeviceBuffer::alloc(x.bytes() + y.bytes(), what));
+    if (!cuda::copy_device_to_device(out.get(), x.get(), x.bytes()) ||
+        !cuda::copy_device_to_device(out.as<uint8_t>() + x.bytes(), y.get(), y.bytes()))
+      return device_error("copy of " + what);
+    return Status::ok();
+  };
+  DI_TRY(cat(a.data, b.data, g.data));
+  DI_TRY(cat(a.scale, b.scale, g.scale));
+  DI_TRY(cat(a.scale32, b.scale32, g.scale32));
+  return g;
 }
 
 Status GpuLinear::add_f32_scales() {

@@ -68,7 +68,9 @@ struct GpuLayer {
   bool experts_foldable = false;      // every expert scale byte foldable (cuda::mxfp4_scales_foldable)
   bool experts_fp8_foldable = false;  // ... into the FP8 kernels' e4m3 tables (cuda::mxfp4_scales_fp8_foldable)
   bool experts_tiled = false;         // expert weights in 64-row tiles (cuda::mxfp4_tile64; I, d % 64 == 0)
-  GpuLinear sh_w1, sh_w2, sh_w3;
+  // The shared expert: w1's rows then w3's ([2 I, d], concat_rows) so that one GEMM computes the
+  // gate and the up projection (the SwiGLU reads the two halves), and w2.
+  GpuLinear sh_w13, sh_w2;
 };
 
 struct GpuWeights {
@@ -118,6 +120,10 @@ Result<DeviceBuffer> rope_inv_freq(v4::AttnKind kind, const v4::V4Config& c);
 /// s0 + b_j) + eps is the head collapse).
 Result<GpuHc> hc_head_site(int64_t n, int64_t cols);
 size_t layer_bytes(const GpuLayer& g);
+/// Two linears of one input as one: a's rows then b's, [a.n + b.n, k] (FP8 rows stay whole 128-row
+/// scale blocks, as every FP8 GpuLinear's n is a multiple of 128). An error where their k or
+/// formats differ (upload them both as bf16 then).
+Result<GpuLinear> concat_rows(const GpuLinear& a, const GpuLinear& b, const std::string& what);
 /// GpuWeights::bytes: every weight buffer (hc_head's fn only).
 size_t total_bytes(const GpuWeights& g);
 

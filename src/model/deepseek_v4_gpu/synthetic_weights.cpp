@@ -155,9 +155,12 @@ Result<GpuLayer> synthetic_layer(Gen& g, const v4::V4Config& c, int64_t l) {
   DI_ASSIGN_OR_RETURN(L.expert_ptrs, DeviceBuffer::upload(ptrs, "expert pointers"));
   DI_ASSIGN_OR_RETURN(L.experts_foldable, experts_scales_foldable(ptrs, I, d));
   DI_ASSIGN_OR_RETURN(L.experts_fp8_foldable, experts_scales_foldable(ptrs, I, d, true));
-  DI_ASSIGN_OR_RETURN(L.sh_w1, g.fp8(I, d, p + ".shared_experts.w1"));
-  DI_ASSIGN_OR_RETURN(L.sh_w2, g.fp8(d, I, p + ".shared_experts.w2"));
-  DI_ASSIGN_OR_RETURN(L.sh_w3, g.fp8(I, d, p + ".shared_experts.w3"));
+  {
+    DI_ASSIGN_OR_RETURN(GpuLinear w1, g.fp8(I, d, p + ".shared_experts.w1"));
+    DI_ASSIGN_OR_RETURN(L.sh_w2, g.fp8(d, I, p + ".shared_experts.w2"));
+    DI_ASSIGN_OR_RETURN(GpuLinear w3, g.fp8(I, d, p + ".shared_experts.w3"));
+    DI_ASSIGN_OR_RETURN(L.sh_w13, concat_rows(w1, w3, p + ".shared_experts.w1 + w3"));
+  }
   return L;
 }
 
