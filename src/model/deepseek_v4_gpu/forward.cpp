@@ -389,7 +389,8 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
   DI_TRY(hc_pre_split(L.hc_ffn, a));
-  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, I, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp));
+  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16},
+                   a.hp));
   DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1 and w3 as one GEMM into [gate | up] rows, clamped SwiGLU, w2) on a side
   // stream, joined before the combine.
