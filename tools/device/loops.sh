@@ -161,6 +161,18 @@ ab_pairs() {
   done <<< "$1"
 }
 
+# step_ab_configs: the model A / B rows of a change that may move any shape (ab_pairs of v4-flash-4
+# decode at batch 1, 8, 32 with ctx-4k states filled, the EP step at batch 256 ctx 4k, the 8k
+# prefill), as BENCH_CONFIGS lines.
+step_ab_configs() {
+  local f4="--synthetic v4-flash:4" dec="--gen-len 8 --fill-state --prompt-len 4096"
+  ab_pairs "b1 $f4 $dec --batch 1
+b8 $f4 $dec --batch 8
+b32 $f4 $dec --batch 32
+ep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
+p8k $f4 --batch 1 --prompt-len 8192 --gen-len 2"
+}
+
 # ncu_prefill_table BOX_S BENCH_ARGS: with more than 60 s, every kernel of one prefill of
 # `deepinfer bench BENCH_ARGS --gen-len 0` (the timed prefill is then the profiler's span) timed
 # alone by Nsight Compute, in $OUT/p8k.

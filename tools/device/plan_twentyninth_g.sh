@@ -16,12 +16,7 @@ plan_start
 
 echo "== tests"
 run_test_specs 60:cuda_v4_model_test 50:cuda_v4_synthetic_test 100:cuda_v4_engine_test
-F4="--synthetic v4-flash:4"
-export BENCH_CONFIGS="${BENCH_CONFIGS:-$(ab_pairs "b1 $F4 --gen-len 8 --fill-state --prompt-len 4096 --batch 1
-b8 $F4 --gen-len 8 --fill-state --prompt-len 4096 --batch 8
-b32 $F4 --gen-len 8 --fill-state --prompt-len 4096 --batch 32
-ep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
-p8k $F4 --batch 1 --prompt-len 8192 --gen-len 2")}"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-$(step_ab_configs)}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-120}" | grep -E "rc=|^decode |^prefill |^decode step parts" | cut -c1-150
 tar czf "$FINAL/runs.tgz" -C "$OUT" .
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
