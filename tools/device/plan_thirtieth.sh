@@ -17,5 +17,5 @@ OUT="$OUT" KERNEL_S=120 KERNEL_ARGS="mxfp4_fp8_kernel moe:32:48" tools/device/ru
 ncu_step_by_name 300 "--synthetic v4-flash-ep8 --batch 256 --gen-len 2 --fill-state --prompt-len 4096"
 [ -f "$OUT/step/ncu-times.csv.gz" ] &&
   python3 tools/device/ncu_step.py <(zcat "$OUT/step/ncu-times.csv.gz") 2000 > "$OUT/step/launches.txt" 2>&1
-tar czf "$FINAL/runs.tgz" -C "$OUT" .
+tar czf "$FINAL/profiles.tgz" -C "$OUT" .
 echo "done ($((SECONDS - START)) s)"
