@@ -376,11 +376,11 @@ int64_t Forward::wide_experts_from(const GpuLayer& L) const {
   return fp8_experts(L) ? 1 : 32;
 }
 
-// Whether the layer's routed experts can take the FP8 wgmma kernels (at groups of up to
-// tuning_.moe_fp8_max_rows rows).
+// Whether the routed experts fit the warpgroup-MMA kernels (K % 256: I and d), and whether the
+// layer's can take their FP8 form (at groups of up to tuning_.moe_fp8_max_rows rows).
+bool Forward::wgmma_experts() const { return tuning_.moe_wgmma && c_.moe_inter % 256 == 0 && c_.hidden % 256 == 0; }
 bool Forward::fp8_experts(const GpuLayer& L) const {
-  return tuning_.moe_wgmma && tuning_.moe_fp8 && L.experts_fp8_foldable && c_.moe_inter % 256 == 0 &&
-         c_.hidden % 256 == 0;
+  return wgmma_experts() && tuning_.moe_fp8 && L.experts_fp8_foldable;
 }
 
 Status Forward::moe(const GpuLayer& L, Acts& a) {
@@ -426,7 +426,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
     // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64;
     // where their shapes fit (K % 256: I and d), else the mma.sync ones.
-    const bool wg = wide && tuning_.moe_wgmma && I % 256 == 0 && d % 256 == 0;
+    const bool wg = wide && wgmma_experts();
     // Groups of gr rows (G, sized for 16, bounds every larger size too).
     const int gr = wg ? (R >= 96 * E ? 128 : 64)
                  : wide ? 64
@@ -467,7 +467,7 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
     // its one-block kernel.
     const int fp8_max_rows = tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128;
-    const bool fp8 = wg && fp8_experts(L) && gr <= fp8_max_rows;
+    const bool fp8 = wide && fp8_experts(L) && gr <= fp8_max_rows;
     if (fp8) {
       DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
       DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));

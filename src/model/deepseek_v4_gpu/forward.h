@@ -168,6 +168,7 @@ class Forward {
   Status attend(const GpuLayer& L, cuda::IndexerArgs* x, const AttnIndex& ai, int32_t split, cuda::DecodeAttnArgs& t);
   /// Routed rows (tokens x top-k) of a forward from which the wide expert kernels run (int64 max: never).
   int64_t wide_experts_from(const GpuLayer& L) const;
+  bool wgmma_experts() const;
   bool fp8_experts(const GpuLayer& L) const;
   Status moe(const GpuLayer& L, Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
