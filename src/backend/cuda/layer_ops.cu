@@ -13,6 +13,7 @@
 #include "backend/cuda/lane_math.cuh"
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/mma_common.cuh"
+#include "backend/cuda/norm_row.cuh"
 
 namespace deepinfer::cuda {
 
@@ -318,7 +319,9 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
   return y;
 }
 
-// Small T: grid (T, d/1024), 256 threads, one token and 1024 columns of input per block. Every
+// Small T: grid (T, d/1024), 256 threads, one token and 1024 columns of input per block (kPack:
+// grid (T, 1), the block's 1024-column blocks in turn, then the token's RMSNorm and its packed
+// forms, detail::norm_pack_row, from the input it wrote: rms_norm_pack's bits). Every
 // thread first issues its X loads (4 float4, for the collapse at the end); threads 0..24 sum the
 // chunk partials while warp 1 stages base and scale in shared memory. Then, at once, warp 1 lanes
 // 0..7 compute pre (kept in shared memory for the collapse) and post, and, in column block 0 only,
@@ -327,12 +330,13 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
 // kPart: kHcAll as above; kHcNoComb, the same without the Sinkhorn (comb left to hc_pre_comb);
 // kHcCombOnly (grid T x 1), comb alone: no X, pre, post or input.
 enum HcFinishPart { kHcAll = 0, kHcNoComb = 1, kHcCombOnly = 2 };
-template <int kPart>
+template <int kPart, bool kPack = false>
 __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int T, int d, int nchunk,
                                                         const float* __restrict__ ws, const float* __restrict__ base,
                                                         const float* __restrict__ scale, float rms_eps, float hc_eps,
                                                         int iters, float* __restrict__ pre, float* __restrict__ post,
-                                                        float* __restrict__ comb, float* __restrict__ input) {
+                                                        float* __restrict__ comb, float* __restrict__ input,
+                                                        HcNormPack pk) {
   detail::pdl_entry();
   __shared__ float sm[kHcOut];
   __shared__ float sbase[kHcMix + 3];  // base, then scale
@@ -367,6 +371,17 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   if (kPart == kHcCombOnly) return;
   __syncthreads();
   *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(v, spre);
+  if constexpr (kPack) {
+    for (int cb = 1; cb < d / kHcChunk; ++cb) {  // the token's other column blocks
+      const int ec = cb * kHcChunk + threadIdx.x * 4;
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + ec);
+      *reinterpret_cast<float4*>(input + int64_t(t) * d + ec) = hc_collapse4(v, spre);
+    }
+    __syncthreads();  // the block's input row, written by all of its threads, is read back by all
+    detail::norm_pack_row(input + int64_t(t) * d, t, T, d, pk.weight, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t,
+                          pk.y16);
+  }
 }
 
 // Large T, step 1: grid ceil(T/32), 256 threads: 8 warps sum the chunk partials of 32 tokens
@@ -698,7 +713,8 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
 
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream, bool comb_later) {
+            void* workspace, void* stream, bool comb_later, const HcNormPack* pack) {
+  if (pack && (!pack->y || (pack->q && !pack->scales))) return fail("hc_pre: pack needs y, and scales with q");
   if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
   if (T <= 0) return true;
   if (T > INT_MAX / 2) return fail("hc_pre: T too large");
@@ -716,17 +732,22 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
     if (!check_launch("hc_partial_decode_kernel")) return false;
   }
   if (T < kHcSplitFinishMinT) {
-    detail::launch_pdl(comb_later ? hc_finish_kernel<kHcNoComb> : hc_finish_kernel<kHcAll>,
-                       dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s, X, Ti,
-                       static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb,
-                       input);
+    const HcNormPack pk = pack ? *pack : HcNormPack{};
+    const auto kernel = pack ? (comb_later ? hc_finish_kernel<kHcNoComb, true> : hc_finish_kernel<kHcAll, true>)
+                             : (comb_later ? hc_finish_kernel<kHcNoComb> : hc_finish_kernel<kHcAll>);
+    const unsigned col_blocks = pack ? 1u : static_cast<unsigned>(d / kHcChunk);
+    detail::launch_pdl(kernel, dim3(static_cast<unsigned>(T), col_blocks), 256, 0, s, X, Ti, static_cast<int>(d), nchunk,
+                       ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb, input, pk);
     return check_launch("hc_finish_kernel");
   }
   detail::launch_pdl(hc_mix_kernel, blocks_for(T, kHcMixTok), 256, 0, s, Ti, static_cast<int>(d), nchunk, ws, base, scale, rms_eps,
                                                          hc_eps, sinkhorn_iters, pre, post, comb);
   if (!check_launch("hc_mix_kernel")) return false;
   detail::launch_pdl(hc_collapse_kernel, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s, X, static_cast<int>(d), pre, input);
-  return check_launch("hc_collapse_kernel");
+  if (!check_launch("hc_collapse_kernel")) return false;
+  if (!pack) return true;
+  return rms_norm_pack(input, T, d, pack->weight, pack->eps, pack->y, pack->q, pack->scales, pack->scales_t, pack->y16,
+                       stream);
 }
 
 bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, float rms_eps, float hc_eps,
@@ -740,7 +761,8 @@ bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, fl
   detail::launch_pdl(hc_finish_kernel<kHcCombOnly>, dim3(static_cast<unsigned>(T), 1u), 64, 0, as_stream(stream),
                      static_cast<const float*>(nullptr), static_cast<int>(T), static_cast<int>(d), nchunk,
                      static_cast<const float*>(workspace), base, scale, rms_eps, hc_eps, sinkhorn_iters,
-                     static_cast<float*>(nullptr), static_cast<float*>(nullptr), comb, static_cast<float*>(nullptr));
+                     static_cast<float*>(nullptr), static_cast<float*>(nullptr), comb, static_cast<float*>(nullptr),
+                     HcNormPack{});
   return check_launch("hc_pre_comb");
 }
 

@@ -25,9 +25,21 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d);
 /// comb_later: below 1,025 tokens comb is not written here but by hc_pre_comb (the Sinkhorn off the
 /// path from X to input: comb is needed only by the sub-layer's closing hc_post); from 1,025 tokens
 /// hc_pre writes it all the same.
+/// pack (optional): then rms_norm_pack(input, T, d, pack->weight, pack->eps, pack->y, pack->q,
+/// pack->scales, pack->scales_t, pack->y16), bit for bit, below 1,025 tokens in the same launch as
+/// the collapse (one block a token), from 1,025 tokens as its own launch.
+struct HcNormPack {
+  const float* weight = nullptr;
+  float eps = 0.f;
+  float* y = nullptr;
+  uint8_t* q = nullptr;
+  float* scales = nullptr;
+  bool scales_t = false;
+  uint16_t* y16 = nullptr;
+};
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream = nullptr, bool comb_later = false);
+            void* workspace, void* stream = nullptr, bool comb_later = false, const HcNormPack* pack = nullptr);
 /// hc_pre's comb after an hc_pre(..., comb_later = true) over the same T, d and workspace (its
 /// chunk partials, which must stay untouched until this has run): bitwise hc_pre's own. Nothing
 /// to do from 1,025 tokens.

@@ -262,13 +262,22 @@ Status Forward::join(int n, int first) {
   return Status::ok();
 }
 
-Status Forward::hc_pre_split(const GpuHc& hc, Acts& a) {
+Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
   const float eps = static_cast<float>(c_.rms_eps), hc_eps = static_cast<float>(c_.hc_eps);
   const int iters = static_cast<int>(c_.hc_sinkhorn_iters);
   const float *base = hc.base.as<float>(), *scale = hc.scale.as<float>();
   const bool side = comb_on_side(a.T);
+  // The norm in hc_pre's launch: its packed forms where norm_pack would write them, else y alone
+  // (norm_pack_row without forms is rms_norm's arithmetic).
+  DI_ASSIGN_OR_RETURN(const bool packs, pack_buffers(a.T, c_.hidden, norm.n_out, norm.fp8, norm.bf16, norm.slots, norm.p));
+  dc::HcNormPack pk;
+  pk.weight = norm.w, pk.eps = eps, pk.y = norm.y;
+  if (packs) {
+    pk.q = const_cast<uint8_t*>(norm.p.q8), pk.scales = const_cast<float*>(norm.p.qs), pk.scales_t = norm.p.qs_t;
+    pk.y16 = const_cast<uint16_t*>(norm.p.x16);
+  }
   DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
-                         a.xin, a.hcws, stream_, side));
+                         a.xin, a.hcws, stream_, side, &pk));
   if (!side) return Status::ok();
   DI_TRY(fork(1, kCombLane));
   DI_CUDA_TRY(dc::hc_pre_comb(a.T, c_.hidden, base, scale, eps, hc_eps, iters, a.comb, a.hcws, side_[kCombLane]));
@@ -281,12 +290,11 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
                           const DecodeBatch& dec, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, H = c_.num_heads, D = c_.head_dim, R = c_.rope_dim;
   const float eps = static_cast<float>(c_.rms_eps);
-  DI_TRY(hc_pre_split(L.hc_attn, a));
-  // xn's forms for wq_a, wkv (FP8) and the compressors' and indexer's bf16 projections; qan's for
-  // wq_b and the indexer's wq_b.
+  // hc_pre, then the attention norm: xn's forms for wq_a, wkv (FP8) and the compressors' and
+  // indexer's bf16 projections; qan's for wq_b and the indexer's wq_b.
   const bool xn16 = (L.has_compressor && !L.cmp.wkv.fp8) || (L.has_indexer && !L.weights_proj.fp8);
-  DI_TRY(norm_pack(a.xin, T, d, L.attn_norm.as<float>(), a.xn, L.wq_a.n, L.wq_a.fp8, xn16, {kPackQ8, kPackQs, kPack16},
-                   a.xnp));
+  DI_TRY(hc_pre_split(L.hc_attn, a,
+                      SubNorm{L.attn_norm.as<float>(), a.xn, L.wq_a.n, L.wq_a.fp8, xn16, {kPackQ8, kPackQs, kPack16}, a.xnp}));
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa, -1, &a.xnp));
   DI_TRY(norm_pack(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), a.qan, L.wq_b.n, L.wq_b.fp8, false,
                    {kQanQ8, kQanQs, kQan16}, a.qanp));
@@ -388,9 +396,8 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
   const int k = static_cast<int>(c_.experts_per_tok);
   const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
-  DI_TRY(hc_pre_split(L.hc_ffn, a));
-  DI_TRY(norm_pack(a.xin, T, d, L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16},
-                   a.hp));
+  DI_TRY(hc_pre_split(L.hc_ffn, a,
+                      SubNorm{L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp}));
   DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1 and w3 as one GEMM into [gate | up] rows, clamped SwiGLU, w2) on a side
   // stream, joined before the combine.

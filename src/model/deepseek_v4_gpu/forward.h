@@ -112,6 +112,18 @@ class Forward {
   /// slots[3]: the e4m3, scale and bf16 buffers. Without act_pack, p is empty.
   Status norm_pack(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t n_out, bool fp8, bool bf16,
                    const int (&slots)[3], Packed& p);
+  /// norm_pack's buffers: p's forms allocated in their slots; false where the norm writes y alone
+  /// (act_pack off, K % 128, neither form asked for).
+  Result<bool> pack_buffers(int64_t T, int64_t K, int64_t n_out, bool fp8, bool bf16, const int (&slots)[3], Packed& p);
+  /// The norm a sub-layer applies to hc_pre's input, as norm_pack's arguments (x = the input).
+  struct SubNorm {
+    const float* w;
+    float* y;
+    int64_t n_out;
+    bool fp8, bf16;
+    int slots[3];
+    Packed& p;
+  };
   /// Whether an FP8 linear of M rows, N outputs and K inputs runs on cuBLASLt (K-block-major scales).
   bool fp8_on_lt(int64_t M, int64_t N, int64_t K) const;
   /// V4's grouped output projection in one quantisation and one launch per 128 rows (the FP8
@@ -153,7 +165,9 @@ class Forward {
   static constexpr int kCombLane = kWoLanes - 1;
   static constexpr int64_t kCombSideMaxT = 64;
   static bool comb_on_side(int64_t T) { return T <= kCombSideMaxT; }
-  Status hc_pre_split(const GpuHc& hc, Acts& a);
+  /// hc_pre (comb on the side lane where comb_on_side) and then the sub-layer's norm of its input,
+  /// in hc_pre's launch (dc::HcNormPack): norm_pack's outputs, bit for bit.
+  Status hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm);
   Status join_comb(const Acts& a);
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);

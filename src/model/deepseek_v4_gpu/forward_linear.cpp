@@ -28,12 +28,21 @@ bool Forward::fp8_on_lt(int64_t M, int64_t N, int64_t K) const {
 Status Forward::norm_pack(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t n_out, bool fp8,
                           bool bf16, const int (&slots)[3], Packed& p) {
   const float eps = static_cast<float>(c_.rms_eps);
-  p = {};
-  p.rows = T;
-  if (!tuning_.act_pack || K % 128 || (!fp8 && !bf16)) {
+  DI_ASSIGN_OR_RETURN(const bool packs, pack_buffers(T, K, n_out, fp8, bf16, slots, p));
+  if (!packs) {
     DI_CUDA_TRY(dc::rms_norm(x, T, K, w, eps, y, stream_));
     return Status::ok();
   }
+  DI_CUDA_TRY(dc::rms_norm_pack(x, T, K, w, eps, y, const_cast<uint8_t*>(p.q8), const_cast<float*>(p.qs), p.qs_t,
+                                const_cast<uint16_t*>(p.x16), stream_));
+  return Status::ok();
+}
+
+Result<bool> Forward::pack_buffers(int64_t T, int64_t K, int64_t n_out, bool fp8, bool bf16, const int (&slots)[3],
+                                   Packed& p) {
+  p = {};
+  p.rows = T;
+  if (!tuning_.act_pack || K % 128 || (!fp8 && !bf16)) return false;
   uint8_t* q8 = nullptr;
   float* qs = nullptr;
   uint16_t* x16 = nullptr;
@@ -47,8 +56,7 @@ Status Forward::norm_pack(const float* x, int64_t T, int64_t K, const float* w, 
     DI_ASSIGN_OR_RETURN(x16, buf<uint16_t>(slots[2], p.x16_rows * K));
     p.x16 = x16;
   }
-  DI_CUDA_TRY(dc::rms_norm_pack(x, T, K, w, eps, y, q8, qs, p.qs_t, x16, stream_));
-  return Status::ok();
+  return true;
 }
 
 Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
