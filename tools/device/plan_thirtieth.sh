@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# PENDING (not yet run; written 2026-12-06 on 7e4d698, the device time of the twenty-ninth slice
-# spent). No code change: the profiles the next EP work needs. (1) Nsight Compute's sections for
+# RAN on an H100 on 2026-12-06 (the thirtieth slice's first call, with plan_thirtieth_b.sh;
+# bench/results/logs/thirtieth-h100-ncu-*). Written on 7e4d698. No code change: the profiles the next EP work needs. (1) Nsight Compute's sections for
 # the FP8 expert kernels at the EP shape (cuda_ops_bench moe:32:48: w13 + SwiGLU and w2 of 32
 # experts x 48 rows, 1.6x their bytes in the EP step); (2) the EP step launch by launch (which of
 # the ~5 cuBLASLt FP8 GEMMs a layer is which, now that the shared w1 / w3 are one), in $OUT/step.

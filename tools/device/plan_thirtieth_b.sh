@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# PENDING (not yet run; tools/device/pending/thirtieth-hc-pre-norm.patch, written 2026-12-06 on
-# ab4fca8 with the session's device time spent; compiled here, no spills: hc_finish<*, pack> 42-44
+# RAN on an H100 on 2026-12-06 (the thirtieth slice's first call; landed as 355e212: tests and
+# sanitizers passed, EP b256 device 28.88 -> 28.37 ms). Written as
+# tools/device/pending/thirtieth-hc-pre-norm.patch on ab4fca8; compiled, no spills: hc_finish<*, pack> 42-44
 # registers). The mHC pre and the sub-layer's norm in one launch: below 1,025 tokens
 # hc_finish_kernel<part, kPack> (grid T x 1: the token's 1024-column blocks in turn, then
 # detail::norm_pack_row on the input row it wrote, rms_norm_pack's code moved to norm_row.cuh), so
