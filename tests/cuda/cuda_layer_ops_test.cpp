@@ -240,14 +240,21 @@ TEST(CudaLayerOps, MoeCombineHcPostBitwise) {
 // hc_pre(comb_later) then hc_pre_comb (the Sinkhorn on its own launch, e.g. another stream) ==
 // hc_pre, bit for bit: pre, post, comb and input, at decode and mid sizes (1, 7, 300 tokens: the
 // split applies) and past 1,024 tokens (hc_pre writes comb itself, hc_pre_comb does nothing).
+// A random mHC site on the device: fn [24, 4d] (scale 0.01), base [24] (0.5), scale {0.8, 1.3, 2}.
+struct HcSiteDev {
+  std::vector<float> fn, base, scale;
+  Dev dfn, dbase, dscale;
+  HcSiteDev(std::mt19937& rng, int64_t d)
+      : fn(randn(24 * 4 * d, rng, 0.01f)), base(randn(24, rng, 0.5f)), scale{0.8f, 1.3f, 2.0f},
+        dfn(fn.data(), fn.size() * 4), dbase(base.data(), base.size() * 4), dscale(scale.data(), 12) {}
+};
+
 TEST(CudaLayerOps, HcCombLaterBitwise) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(17);
-  const int64_t d = 4096, n = 4, mix = 24;
-  const auto fnv = randn(mix * n * d, rng, 0.01f);
-  const auto base = randn(mix, rng, 0.5f);
-  const std::vector<float> scale = {0.8f, 1.3f, 2.0f};
-  Dev dfn(fnv.data(), fnv.size() * 4), dbase(base.data(), mix * 4), dscale(scale.data(), 12);
+  const int64_t d = 4096, n = 4;
+  HcSiteDev site(rng, d);
+  Dev &dfn = site.dfn, &dbase = site.dbase, &dscale = site.dscale;
   for (const int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(1100)}) {
     const auto X = randn(T * n * d, rng);
     Dev dX(X.data(), X.size() * 4);
@@ -281,12 +288,11 @@ TEST(CudaLayerOps, HcCombLaterBitwise) {
 TEST(CudaLayerOps, HcPreNormPackBitwise) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(23);
-  const int64_t d = 4096, n = 4, mix = 24;
-  const auto fnv = randn(mix * n * d, rng, 0.01f);
-  const auto base = randn(mix, rng, 0.5f);
+  const int64_t d = 4096, n = 4;
+  HcSiteDev site(rng, d);
+  Dev &dfn = site.dfn, &dbase = site.dbase, &dscale = site.dscale;
   const auto w = randn(d, rng, 0.3f);
-  const std::vector<float> scale = {0.8f, 1.3f, 2.0f};
-  Dev dfn(fnv.data(), fnv.size() * 4), dbase(base.data(), mix * 4), dscale(scale.data(), 12), dw(w.data(), d * 4);
+  Dev dw(w.data(), d * 4);
   for (const int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(1100)}) {
     const auto X = randn(T * n * d, rng);
     Dev dX(X.data(), X.size() * 4);

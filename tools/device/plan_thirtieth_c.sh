@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# RAN on an H100 on 2026-12-06 and DROPPED: correct (bitwise, tests and sanitizers passed) but slower
+# (EP b256 device 28.48 -> 29.04 ms, 8k prefill 155.6k -> 144.4k tok/s); the code was removed
+# (bench/results/h100-thirtieth-hc-post-next-dropped.json, docs/performance.md's thirtieth slice).
 # The mHC post and the next sub-layer's hc_pre partial sums in one pass from 128 tokens
 # (dc::hc_post_next: hc_partial_prefill_kernel<2, true> makes each chunk's stream of the new X from
 # X's four streams and f, writes it to the other X buffer and feeds it to the dots; Forward::post_to,
