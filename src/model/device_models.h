@@ -71,7 +71,8 @@ struct StepTimes {
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
-/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows, attn_wgmma, attn_split and lt_timed change results,
+/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows,
+/// fp8_wgmma_max_rows, attn_wgmma, attn_split and lt_timed change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
@@ -84,6 +85,8 @@ struct CudaTuning {
   int route_gemm_rows = 0;  // routers of more than this many rows take their logits from one bf16 GEMM
                             // (moe_route_gemm); 0: 256 (prefill chunks), -1: never
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
+  int fp8_wgmma_max_rows = 0;  // ... and up to this many rows, 64-256 (past 64 every N, where cuBLASLt runs them by
+                               // default); 0: 64
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
   int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 256), fewer splits where
@@ -105,6 +108,8 @@ struct CudaTuning {
     if (!one_of(moe_fp8_max_rows, {0, 64, 128})) return bad("--moe-fp8-max-rows", "0, 64 or 128", moe_fp8_max_rows);
     if (route_gemm_rows < -1) return bad("--route-gemm-rows", kCount, route_gemm_rows);
     if (fp8_wgmma_rows < -1) return bad("--fp8-wgmma-rows", kCount, fp8_wgmma_rows);
+    if (fp8_wgmma_max_rows != 0 && (fp8_wgmma_max_rows < 64 || fp8_wgmma_max_rows > 256))
+      return bad("--fp8-wgmma-max-rows", "0 (the default, 64) or 64 to 256", fp8_wgmma_max_rows);
     if (!one_of(attn_heads_per_block, {0, 16, 64}))
       return bad("--attn-heads-per-block", "0 (by the launch size), 16 or 64", attn_heads_per_block);
     if (attn_split < 0 || attn_split % 64 || attn_split > 65536)

@@ -561,6 +561,9 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   bad.fp8_wgmma_rows = -2;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
   bad = {};
+  bad.fp8_wgmma_max_rows = 257;
+  EXPECT_FALSE(model->set_tuning(bad).is_ok());
+  bad = {};
   bad.route_gemm_rows = -2;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
   bad = {};

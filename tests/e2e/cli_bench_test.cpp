@@ -150,11 +150,14 @@ TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
   expect_usage_error(tiny() + " --attn-heads-per-block 16", "apply to --device cuda");
   expect_usage_error(tiny() + " --attn-split 128", "apply to --device cuda");
   expect_usage_error(tiny() + " --fp8-wgmma-rows 16", "apply to --device cuda");
+  expect_usage_error(tiny() + " --fp8-wgmma-max-rows 256", "apply to --device cuda");
   expect_usage_error(tiny() + " --moe-fp8-max-rows 64", "apply to --device cuda");
   expect_usage_error(tiny() + " --route-gemm-rows 32", "apply to --device cuda");
   expect_usage_error("--synthetic v4-flash --device cuda --route-gemm-rows -2", "--route-gemm-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --moe-fp8-max-rows 96", "--moe-fp8-max-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-rows -2", "--fp8-wgmma-rows must be");
+  expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-max-rows 300", "--fp8-wgmma-max-rows must be");
+  expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-max-rows 32", "--fp8-wgmma-max-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --attn-heads-per-block 32", "--attn-heads-per-block must be");
   expect_usage_error("--synthetic v4-flash --device cuda --attn-split 100", "--attn-split must be");
   expect_usage_error("--synthetic v4-flash --device cuda --moe-wide-rows -2", "--moe-wide-rows must be");

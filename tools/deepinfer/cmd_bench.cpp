@@ -201,7 +201,7 @@ int run_bench(const BenchArgs& a) {
   const CudaTuning untuned;
   if (cpu && (a.tuning != untuned || a.host_sampling || a.fill_state))
     return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
-                       "--route-gemm-rows, --fp8-wgmma-rows, --attn-heads-per-block, --no-attn-wgmma, --no-act-pack, --no-lt-timed, "
+                       "--route-gemm-rows, --fp8-wgmma-rows, --fp8-wgmma-max-rows, --attn-heads-per-block, --no-attn-wgmma, --no-act-pack, --no-lt-timed, "
                        "--profile, --host-sampling and --fill-state apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
   const double bw = cpu ? measure_copy_bandwidth((*backend)->pool()) : cuda_copy_bandwidth_gb_s();
@@ -443,6 +443,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_fp8_max_rows", a.tuning.moe_fp8_max_rows},
                      {"route_gemm_rows", a.tuning.route_gemm_rows},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
+                     {"fp8_wgmma_max_rows", a.tuning.fp8_wgmma_max_rows},
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
                      {"attn_split", a.tuning.attn_split},
@@ -526,6 +527,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
                 "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
                 "-1: never)");
+  b->add_option("--fp8-wgmma-max-rows", a->tuning.fp8_wgmma_max_rows,
+                "--device cuda: ... and up to this many rows, 64 to 256 (past 64 every FP8 linear, which cuBLASLt "
+                "runs by default; 0: the default, 64)");
   b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
   b->add_option("--attn-split", a->tuning.attn_split,

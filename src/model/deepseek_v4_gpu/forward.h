@@ -145,7 +145,7 @@ class Forward {
   Result<bool> linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
                                 int lane);
   /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
-  /// kernel (default mode; tuning_.fp8_wgmma_rows).
+  /// kernel (default mode; tuning_.fp8_wgmma_rows .. fp8_wgmma_max_rows).
   bool fp8_wgmma_for(int64_t M, int64_t N) const;
   // Side streams: 3 carry the attention's independent paths; 7 let the 8 groups of wo_a's
   // per-group GEMMs (16 CTAs each at 256 rows) run at once.

@@ -174,8 +174,10 @@ Result<bool> Forward::grouped_out_lt(const uint16_t* x, int64_t T, const GpuLaye
 
 bool Forward::fp8_wgmma_for(int64_t M, int64_t N) const {
   const int64_t lo = tuning_.fp8_wgmma_rows > 0 ? tuning_.fp8_wgmma_rows : kWgmmaMinRows;
-  return !c_.numerics.batch_invariant && tuning_.fp8_wgmma_rows >= 0 && M >= lo && M <= kWgmmaMaxRows &&
-         (M <= kLtMinRows || N != kWgmmaLtN);
+  const int64_t hi = tuning_.fp8_wgmma_max_rows > 0 ? tuning_.fp8_wgmma_max_rows : kWgmmaMaxRows;
+  if (c_.numerics.batch_invariant || tuning_.fp8_wgmma_rows < 0 || M < lo || M > hi) return false;
+  // up to kWgmmaMaxRows cuBLASLt keeps N = 4096 from 33 rows; past it (the knob's rows) every N
+  return M > kWgmmaMaxRows || M <= kLtMinRows || N != kWgmmaLtN;
 }
 
 // bf16 GEMM (cuBLASLt) in calls of `call` rows: all M at once (at least kBf16MinRows, so small M
