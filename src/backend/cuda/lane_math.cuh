@@ -1,4 +1,4 @@
-// Small per-lane float helpers shared by the fp32 CUDA kernels (layer_ops.cu, moe_route.cu), each
+// Small per-lane float helpers shared by the fp32 CUDA kernels (mhc.cu, moe_route.cu), each
 // with one fixed order of operations (the kernels' bitwise invariances rest on it). Device code
 // only; never included outside backend/cuda.
 #pragma once

@@ -1,7 +1,7 @@
 // One row's RMSNorm by a block of 256 threads, in the fixed order every norm kernel uses (so their
 // outputs agree bit for bit), and the same row's FP8 / bf16 forms in the pass that writes it:
 // rms_norm_pack_kernel (elementwise.cu) and the mHC pre's fused form (hc_finish_kernel,
-// layer_ops.cu). Device code only; never included outside backend/cuda.
+// mhc.cu). Device code only; never included outside backend/cuda.
 #pragma once
 
 #include <cuda_bf16.h>
