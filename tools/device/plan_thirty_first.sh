@@ -23,13 +23,44 @@ source "$(dirname "$0")/loops.sh"
 plan_start
 
 echo "== op bench: FP8 linear paths at 128-256 rows"
-for shape in 1024:4096 512:4096 32768:1024 8192:1024 4096:8192 4096:4096 4096:2048; do
+for shape in 1024:4096:1 512:4096:1 32768:1024:1 8192:1024:1 4096:8192:1 4096:4096:1 4096:2048:1 1024:4096:8; do
   for m in 128 192 256; do
-    timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-${shape/:/x}-$m.json" "${GIT_REV:-x}" "fp8paths:${shape}:1:${m}" \
-      > "$OUT/ops-${shape/:/x}-$m.txt" 2>&1
-    echo "$shape M=$m rc=$?"; grep -E "fp8/(wgmma|cublaslt)|plans" "$OUT/ops-${shape/:/x}-$m.txt" | cut -c1-150
+    n=${shape//:/x}
+    timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-$n-$m.json" "${GIT_REV:-x}" "fp8paths:${shape}:${m}" > "$OUT/ops-$n-$m.txt" 2>&1
+    echo "$shape M=$m rc=$?"; grep -E "fp8/(wgmma|cublaslt)|plans" "$OUT/ops-$n-$m.txt" | cut -c1-150
   done
 done
+# ncu_stalls NAME REGEX OPS_ARGS: Nsight Compute's warp-stall reasons (per issued instruction) and
+# the SASS page with its stall samples for the first 4 kernels matching REGEX in cuda_ops_bench OPS_ARGS.
+NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+ncu_stalls() {
+  local name=$1 regex=$2 args=$3 m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+  [ -n "$NCU" ] || { echo "no ncu"; return; }
+  echo "== ncu: stall reasons, $regex in $args"
+  timeout 150 "$NCU" -k "regex:$regex" -c 4 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+    --metrics "$m" -o "$OUT/$name" "$BIN/cuda_ops_bench" /tmp/o.json x "$args" > "$OUT/ncu-$name.txt" 2>&1
+  echo "rc=$?"
+  "$NCU" -i "$OUT/$name.ncu-rep" --page raw --csv --metrics "$m,gpu__time_duration.sum,launch__grid_size" \
+    > "$OUT/$name-stalls.csv" 2>&1
+  python3 - "$OUT/$name-stalls.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((r for r in rows if "Kernel Name" in r), None)
+if hdr:
+    for r in rows[rows.index(hdr) + 2:]:
+        d = dict(zip(hdr, r))
+        num = lambda v: float(v.replace(",", "")) if v.replace(",", "").replace(".", "").isdigit() else None
+        st = sorted(((num(v), k.split("stalled_")[1].split("_per")[0]) for k, v in d.items()
+                     if "stalled_" in k and num(v) is not None), reverse=True)
+        print(d.get("Kernel Name", "")[:50], "grid", d.get("launch__grid_size"), "ns", d.get("gpu__time_duration.sum"))
+        print("   ", " ".join(f"{n}={v:.2f}" for v, n in st[:9]))
+PY
+  "$NCU" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" 2>&1
+  gzip -f "$OUT/$name-sass.csv"; cp "$OUT/$name-sass.csv.gz" "$OUT/$name-stalls.csv" "$FINAL/" 2>/dev/null
+}
+ncu_stalls fp8x mxfp4_fp8_kernel moe:32:48
+ncu_stalls wgmma256 fp8_wgmma_kernel fp8paths:1024:4096:1:256
+ncu_stalls wgmma256g fp8_wgmma_kernel fp8paths:1024:4096:8:256
 f4="--synthetic v4-flash:4" dec="--gen-len 8 --fill-state --prompt-len 4096" wg="--fp8-wgmma-max-rows 256"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-ep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
 wgep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096 $wg
