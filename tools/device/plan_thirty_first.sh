@@ -53,10 +53,10 @@ PY
   "$NCU" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" 2>&1
   gzip -f "$OUT/$name-sass.csv"; cp "$OUT/$name-sass.csv.gz" "$OUT/$name-stalls.csv" "$FINAL/" 2>/dev/null
 }
-ncu_stalls fp8x mxfp4_fp8_kernel cuda_ops_bench /tmp/o.json x moe:32:48
-ncu_stalls wgmma256 fp8_wgmma_kernel cuda_ops_bench /tmp/o.json x fp8paths:1024:4096:1:256
-ncu_stalls wgmma256g fp8_wgmma_kernel cuda_ops_bench /tmp/o.json x fp8paths:1024:4096:8:256
-NO_CEILINGS=1 ATTN_CASE=256:512:640 ncu_stalls attn attn_wgmma_kernel cuda_attn_lt_bench /tmp/a.json x
+ncu_stalls fp8x mxfp4_fp8_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x moe:32:48
+ncu_stalls wgmma256 fp8_wgmma_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x fp8paths:1024:4096:1:256
+ncu_stalls wgmma256g fp8_wgmma_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x fp8paths:1024:4096:8:256
+NO_CEILINGS=1 ATTN_CASE=256:512:640 ncu_stalls attn attn_wgmma_kernel cuda_attn_lt_bench${OPS_SUFFIX:-} /tmp/a.json x
 f4="--synthetic v4-flash:4" dec="--gen-len 8 --fill-state --prompt-len 4096" wg="--fp8-wgmma-max-rows 256"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-b128 $f4 $dec --batch 128
 wgb128 $f4 $dec --batch 128 $wg

@@ -122,10 +122,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bf16* qb = reinterpret_cast<const bf16*>(a.q) + (size_t(b) * kH + head0) * kD;
 
   // Tile loads: thread tid copies row tid/4 of the tile, 16-byte chunks (tid%4) + 4i. Its row's
-  // source (a ring slot or an index lookup) is resolved one tile ahead, so the index load's
-  // latency overlaps the previous tile's math instead of stalling the copy issue.
+  // index is loaded one tile ahead and turned into its source when the copies are issued
+  // (SplitRows::ref / ptr), so the load's latency overlaps the previous tile's math.
   const int lr = tid >> 2, lc = tid & 3;
-  auto row_src = [&](int t) { return rows.src(t, lr); };
   auto load_tile = [&](const bf16* src, int stage) {
     bf16* dst = sK + stage * kTile * kStride + lr * kStride;
     const bf16* s = src ? src : qb;  // any valid address: nothing is read (zero-fill)
@@ -140,9 +139,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       cp_async16(sQ + h * kStride + ch * 8, qb + size_t(h) * kD + ch * 8, true);
     }
   }
-  load_tile(row_src(0), 0);
+  load_tile(rows.ptr(rows.ref(0, lr)), 0);
   cp_commit();
-  const bf16* next_src = row_src(1);
+  SplitRows::Ref next = rows.ref(1, lr);
   if (tid < HB) sM[tid] = -INFINITY, sL[tid] = 0.f;
   if (tid < kRope / 2) sFreq[tid] = a.inv_freq[tid];
   const int pos_b = a.pos[b];
@@ -155,9 +154,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   for (int t = 0; t < ntiles; ++t) {
     if (t + 1 < ntiles) {
-      load_tile(next_src, (t + 1) & 1);
+      load_tile(rows.ptr(next), (t + 1) & 1);
       cp_commit();
-      next_src = row_src(t + 2);
+      next = rows.ref(t + 2, lr);
       cp_wait<1>();
     } else {
       cp_wait<0>();

@@ -90,7 +90,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const bf16* qb = reinterpret_cast<const bf16*>(a.q) + size_t(b) * kH * kD;
 
   // Tile loads: thread tid copies row tid / 4 of the tile, 16-byte units (tid % 4) + 4i; its row's
-  // source is resolved one tile ahead (the index load's latency behind the previous tile's math).
+  // index is loaded one tile ahead and used when the copies are issued (SplitRows::ref / ptr), so
+  // the load's latency sits behind the previous tile's math.
   const int lr = tid >> 2, lc = tid & 3;
   auto load_tile = [&](const bf16* src, int stage) {
     unsigned char* dst = gbase + (1 + stage) * kTileBytes;
@@ -100,9 +101,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (lc == 0) sValid[stage][lr] = src != nullptr;
   };
   for (int c = tid; c < kH * 64; c += kThreads) cp_async16(gbase + tile_off(c >> 6, c & 63), qb + c * 8, true);
-  load_tile(rows.src(0, lr), 0);
+  load_tile(rows.ptr(rows.ref(0, lr)), 0);
   cp_commit();
-  const bf16* next_src = rows.src(1, lr);
+  SplitRows::Ref next = rows.ref(1, lr);
   if (tid < kRope / 2) sFreq[tid] = a.inv_freq[tid];
   const int pos_b = a.pos[b];
   const float scale = rsqrtf(static_cast<float>(kD));
@@ -114,9 +115,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   for (int t = 0; t < ntiles; ++t) {
     if (t + 1 < ntiles) {
-      load_tile(next_src, (t + 1) & 1);
+      load_tile(rows.ptr(next), (t + 1) & 1);
       cp_commit();
-      next_src = rows.src(t + 2, lr);
+      next = rows.ref(t + 2, lr);
       cp_wait<1>();
     } else {
       cp_wait<0>();

@@ -50,10 +50,12 @@ template <int NW>
 constexpr int mma_n() { return NW > 128 ? 128 : NW; }
 template <int NW>
 constexpr int smem_bytes() { return kStages * stage_bytes<NW>() + 1024; }  // + alignment slack
+// Split K's receive buffer (the ring, once every block of the cluster is past it): a block's partial
+// tile (128 rows x NW columns, fp32) from each of the cluster's blocks, 512 NW bytes in all.
 template <int NW>
-constexpr int red_ld() { return NW + 2; }  // partial tile row stride (floats): 8-byte pairs, 2-way column reads
-static_assert(kTileRows * (128 + 2) * 4 <= kStages * stage_bytes<128>(), "partial tile fits the ring");
-static_assert(kTileRows * (256 + 2) * 4 <= kStages * stage_bytes<256>(), "partial tile fits the ring");
+constexpr bool partials_fit() { return 512 * NW <= kStages * stage_bytes<NW>(); }
+static_assert(partials_fit<16>() && partials_fit<32>() && partials_fit<64>() && partials_fit<128>() &&
+                  partials_fit<256>(), "the partial tiles fit the ring");
 static_assert(stage_bytes<256>() % 1024 == 0 && stage_bytes<128>() % 1024 == 0, "stages stay 1024-aligned");
 
 struct Args {
@@ -82,11 +84,16 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
-// Two floats to `saddr` (8-byte aligned) in the shared memory of the cluster's block `rank`.
-__device__ __forceinline__ void st_dsmem_f32x2(uint32_t saddr, uint32_t rank, float v0, float v1) {
+// The address of `saddr` (this block's shared memory) in the cluster's block `rank`.
+__device__ __forceinline__ uint32_t dsmem_addr(uint32_t saddr, uint32_t rank) {
   uint32_t a;
   asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(saddr), "r"(rank));
-  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(v0), "f"(v1) : "memory");
+  return a;
+}
+// Four floats to the cluster shared-memory address `a` (16-byte aligned).
+__device__ __forceinline__ void st_dsmem_f32x4(uint32_t a, float v0, float v1, float v2, float v3) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+               : "memory");
 }
 
 template <int NW>
@@ -207,28 +214,41 @@ __global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a
       }
     return;
   }
-  // Split K: block `rank` owns rows [rank * rows, + rows) of the tile. Every block pushes its partial
-  // rows to their owners' shared memory (remote stores: nothing waits on them; remote loads, tried
-  // first, were most of the kernel's time), slot [rank][row][column], then each owner sums its slots
-  // in rank order.
+  // Split K: block `rank` owns rows [rank * rows, + rows) of the tile (rows >= 16, so a warp's 16
+  // rows have one owner). Every block pushes its partial rows to their owner's shared memory in
+  // its threads' register order, slot [rank][warp of the owner's rows][j][lane] of float4 (the
+  // thread's acc[4j ..]: a warp's store is 512 contiguous bytes; nothing waits on remote stores),
+  // then each owner sums its slots in rank order. (Scattered 8-byte pushes, one row's column pair
+  // each, were 40% of the stall samples at wq_a's 256 rows, split 8: the LSU queue full, ncu.)
   cluster_sync();  // every block of the cluster is done with its ring: it becomes the receive buffer
-  const int lr = 7 - (31 - __clz(splits)), rows = 1 << lr;  // rows per owner (splits: a power of two)
+  const int lr = 7 - (31 - __clz(splits)), rows = 1 << lr, wpo = rows >> 4;  // rows, warps' slots per owner
+  constexpr int J = NW / 8;
   const uint32_t me = cluster_rank();
+  {
+    const int w0 = wg * 64 + warp * 16;  // the warp's first row
+    const uint32_t slot = ((me * wpo + ((w0 & (rows - 1)) >> 4)) * J * 32 + lane) * 16;
+    const uint32_t dst = dsmem_addr(s_base + slot, uint32_t(w0 >> lr));
 #pragma unroll
-  for (int j = 0; j < NW / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int row = r + 8 * h;
-      const uint32_t addr = s_base + ((int(me) * rows + (row & (rows - 1))) * red_ld<NW>() + 8 * j + 2 * t) * 4;
-      st_dsmem_f32x2(addr, uint32_t(row >> lr), acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-    }
+    for (int j = 0; j < J; ++j)
+      if (8 * j < a.M) st_dsmem_f32x4(dst + j * 512, acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]);
+  }
   cluster_sync();  // every partial row is in its owner's slots
-  const float* red = reinterpret_cast<const float*>(s_ptr);
-  for (int e = tid; e < rows * a.M; e += 256) {
-    const int c = e >> lr, rl = e & (rows - 1);
-    float s = red[rl * red_ld<NW>() + c];
-    for (int q = 1; q < splits; ++q) s += red[(q * rows + rl) * red_ld<NW>() + c];
-    y[int64_t(c) * a.ldy + int(me) * rows + rl] = s;
+  const float4* red = reinterpret_cast<const float4*>(s_ptr);
+  for (int e = tid; e < wpo * J * 32; e += 256) {
+    const int ln = e & 31, j = (e >> 5) % J, wi = (e >> 5) / J, c = 8 * j + 2 * (ln & 3);
+    if (c >= a.M) continue;
+    float4 v = red[e];
+    for (int q = 1; q < splits; ++q) {
+      const float4 u = red[q * wpo * J * 32 + e];
+      v.x += u.x, v.y += u.y, v.z += u.z, v.w += u.w;
+    }
+    const int row = int(me) * rows + wi * 16 + (ln >> 2);  // and row + 8: v.z, v.w
+    y[int64_t(c) * a.ldy + row] = v.x;
+    y[int64_t(c) * a.ldy + row + 8] = v.z;
+    if (c + 1 < a.M) {
+      y[int64_t(c + 1) * a.ldy + row] = v.y;
+      y[int64_t(c + 1) * a.ldy + row + 8] = v.w;
+    }
   }
 }
 
