@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# PENDING (written 2026-12-06 on the thirtieth slice's last commit; no CUDA code, host only: the
+# RAN on an H100 on 2026-12-06 (part 1, with OPS_SUFFIX=-before and no model rows: the knob's model
+# rows ran in plan_thirty_first_b.sh's call; logs bench/results/logs/thirty-first-h100-ncu-*).
+# (Written 2026-12-06 on the thirtieth slice's last commit; no CUDA code, host only: the
 # knob it measures, CudaTuning::fp8_wgmma_max_rows / `--fp8-wgmma-max-rows`, landed with it).
 # Question: at 129-256 rows (the EP step's 256, decode batches 128-256), is the wgmma decode linear
 # (fp8_linear_wgmma: weights as wgmma's M, the batch as its N in two halves of 128 sharing each

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on 0bbb114 (+ the working tree's L2 prefetch change). The three streaming
+# RAN on an H100 on 2026-12-06: the prefetch was slower everywhere it mattered (EP b256 device 28.45 ->
+# 29.98 ms, the experts' op bench 193 -> 223 us); dropped, the patch removed
+# (bench/results/h100-thirty-first-l2-prefetch-dropped.json). Written 2026-12-06 on 0bbb114 (+ the
+# working tree's L2 prefetch change). The three streaming
 # kernels whose copies wait on DRAM with one or two blocks an SM (the thirtieth slice's profiles:
 # the FP8 expert kernels at 52-58% of DRAM with 1 eligible warp a scheduler; the wgmma attention's
 # tiles ~6 us whether loads or MMAs alone, "loads only" as slow as the whole; the wgmma linear's

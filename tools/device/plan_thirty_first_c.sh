@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 on 0bbb114 + the working tree (two changes, both from the stall samples of
+# RAN on an H100 on 2026-12-06 and landed as 6bdb26e (tests passed, memcheck clean; racecheck's
+# report on the split-K: plan_thirty_first_d.sh). Written 2026-12-06 on 0bbb114 + the working tree (two changes, both from the stall samples of
 # plan_thirty_first.sh's call, bench/results/logs/thirty-first-h100-ncu-sass-top.txt):
 # (a) the decode attention kernels (wgmma and mma.sync) load a tile's row indices a tile ahead and
 #     test them when the copies are issued (SplitRows::ref / ptr): the index test right after the
