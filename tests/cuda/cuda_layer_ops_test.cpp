@@ -1043,7 +1043,8 @@ TEST(CudaLayerOps, Fp8ExpertsMatchCpuReferenceRounding) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(41);
   // The last expert of each list fills its group only in part (padding rows must not be written).
-  expect_fp8_experts_match_cpu({1, 12, 64, 33, 20}, 64, rng);
+  // Every MMA width of the 64-row launch: 16 (1, 12), 32 (20), 48 (33, 41, 48), 64.
+  expect_fp8_experts_match_cpu({1, 12, 64, 33, 20, 48, 41}, 64, rng);
   // 128-row groups (prefill): every width the one-block kernel takes (<= 64 rows run at 64).
   expect_fp8_experts_match_cpu({128, 7, 64, 65, 100}, 128, rng);
   // Which weights fold into the e4m3 tables: bytes 121..124 do, one 126 does not.

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# PENDING (written 2026-12-06 on 6bdb26e). Racecheck's report on the wgmma linear's split-K
+# Superseded: its questions ran in plan_thirty_first_e.sh's call (2026-12-06, H100): racecheck
+# reports the same class of hazard with the patch (47) and on 0bbb114's kernel (67); the patch was
+# dropped and removed. (Written 2026-12-06 on 6bdb26e.) Racecheck's report on the wgmma linear's split-K
 # (plan_thirty_first_c.sh's call, the build 6bdb26e landed): "Potential WAW hazard (invalid
 # memcpy_async synchronization)" between a thread's cp.async into its ring (waited by
 # cp.async.wait_group 0) and another block's later push into the same bytes after the cluster

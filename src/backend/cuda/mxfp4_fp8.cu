@@ -9,7 +9,8 @@
 // does the work of two k16.
 //
 // Block: 128 weight rows of one group (two warpgroups x 64; warp w owns rows 16w..16w+15) and all
-// of its <= 64 rows (two blocks per SM), or <= 128 (prefill's 128-row groups: one block per SM,
+// of its <= 64 rows (two blocks per SM; the MMA's width the group's rows rounded up to 16, 32, 48
+// or 64: the EP step's groups of ~48 rows had paid a quarter of their MMA and promotion for none), or <= 128 (prefill's 128-row groups: one block per SM,
 // a ring twice the bytes, wgmma n128 so that each dequantised weight meets twice the rows), K in
 // 128-wide chunks through a cp.async ring of fixed bytes (as deep as the width allows). Per stage: the group's e4m3 rows (N x 128 B, 128-byte swizzle: the wgmma B
 // operand), 128 x 64 B of packed e2m1 (row r at 64 r), 128 x 4 scale bytes and the N rows' x scales.
@@ -268,6 +269,7 @@ __global__ void __launch_bounds__(256, kMaxN == 64 ? 2 : 1)
   if constexpr (kMaxN == 64) {
     if (m <= 16) return run<16, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
     if (m <= 32) return run<32, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    if (m <= 48) return run<48, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
     return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
   } else {  // a 128-row launch: its groups' tails (<= 64 rows) at width 64
     if (m <= 64) return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
