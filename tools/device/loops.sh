@@ -207,6 +207,19 @@ ops_ab() {
   done
 }
 
+# attn_ab CASE...: the wgmma decode attention alone (cuda_attn_lt_bench's ATTN_CASE=B:N_CMP:SPLIT,
+# ceilings skipped), the build before (cuda_attn_lt_bench-before) and this one, each within 60 s;
+# output in $OUT/attn-CASE-BIN.{json,txt} (CASE's colons as dashes in the .txt).
+attn_ab() {
+  local c b
+  for c in "$@"; do
+    for b in cuda_attn_lt_bench-before cuda_attn_lt_bench; do
+      NO_CEILINGS=1 ATTN_CASE=$c timeout 60 "$BIN/$b" "$OUT/attn-$c-$b.json" x > "$OUT/attn-${c//:/-}-$b.txt" 2>&1
+      echo "$b $c rc=$?"; grep -E "decode_attention" "$OUT/attn-${c//:/-}-$b.txt" | head -2 | cut -c1-150
+    done
+  done
+}
+
 # ncu_ab REGEX METRICS ARGS: Nsight Compute's METRICS (comma-separated) for the first 2 kernels
 # matching REGEX in `cuda_ops_bench OUT x ARGS`, the build before and this one, each within 60 s.
 ncu_ab() {

@@ -40,12 +40,7 @@ for s in fp8paths:1024:4096:1:64 fp8paths:1024:4096:1:256 fp8paths:4096:8192:1:6
   fp8paths:1024:4096:8:256 fp8paths:32768:1024:1:128; do
   ops_ab "$s" "fp8/(wgmma|cublaslt-timed)" 2
 done
-for c in 256:512:640 256:32:192 1:512:704; do
-  for b in cuda_attn_lt_bench-before cuda_attn_lt_bench; do
-    NO_CEILINGS=1 ATTN_CASE=$c timeout 60 "$BIN/$b" "$OUT/attn-$c-$b.json" x > "$OUT/attn-${c//:/-}-$b.txt" 2>&1
-    echo "$b $c rc=$?"; grep -E "decode_attention" "$OUT/attn-${c//:/-}-$b.txt" | head -2 | cut -c1-150
-  done
-done
+attn_ab 256:512:640 256:32:192 1:512:704
 echo "== model A / B"
 # + the EP step with every FP8 linear of 65-256 rows on the wgmma kernel (the knob
 # plan_thirty_first.sh measures; here with the prefetch, against ep256c4k in the same binary).

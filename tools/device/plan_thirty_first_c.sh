@@ -32,12 +32,7 @@ for s in fp8paths:1024:4096:1:64 fp8paths:1024:4096:1:128 fp8paths:1024:4096:1:2
   fp8paths:4096:8192:1:256 fp8paths:1024:4096:8:64 fp8paths:1024:4096:8:256 fp8paths:512:4096:1:32; do
   ops_ab "$s" "fp8/(wgmma|cublaslt-timed)" 2
 done
-for c in 256:512:640 256:32:192 1:512:704 132:512:1024; do
-  for b in cuda_attn_lt_bench-before cuda_attn_lt_bench; do
-    NO_CEILINGS=1 ATTN_CASE=$c timeout 60 "$BIN/$b" "$OUT/attn-$c-$b.json" x > "$OUT/attn-${c//:/-}-$b.txt" 2>&1
-    echo "$b $c rc=$?"; grep -E "decode_attention" "$OUT/attn-${c//:/-}-$b.txt" | head -2 | cut -c1-150
-  done
-done
+attn_ab 256:512:640 256:32:192 1:512:704 132:512:1024
 echo "== model A / B"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-$(step_ab_configs)}"
 run_benches "$BIN/deepinfer" "${BENCH_S:-220}" | grep -E "rc=|^decode |^prefill |^decode step parts" | cut -c1-150
