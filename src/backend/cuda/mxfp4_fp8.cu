@@ -9,11 +9,13 @@
 // does the work of two k16.
 //
 // Block: 128 weight rows of one group (two warpgroups x 64; warp w owns rows 16w..16w+15) and all
-// of its <= 64 rows (two blocks per SM; the MMA's width the group's rows rounded up to 16, 32, 48
-// or 64: the EP step's groups of ~48 rows had paid a quarter of their MMA and promotion for none), or <= 128 (prefill's 128-row groups: one block per SM,
-// a ring twice the bytes, wgmma n128 so that each dequantised weight meets twice the rows), K in
-// 128-wide chunks through a cp.async ring of fixed bytes (as deep as the width allows). Per stage: the group's e4m3 rows (N x 128 B, 128-byte swizzle: the wgmma B
-// operand), 128 x 64 B of packed e2m1 (row r at 64 r), 128 x 4 scale bytes and the N rows' x scales.
+// of its <= 64 rows (two blocks per SM; the MMA's width is the group's rows rounded up to 16, 32,
+// 48 or 64: the EP step's groups of ~48 rows had paid a quarter of their MMA and promotion for
+// nothing at 64), or <= 128 (prefill's 128-row groups: one block per SM, a ring twice the bytes,
+// wgmma n128 so that each dequantised weight meets twice the rows), K in 128-wide chunks through a
+// cp.async ring of fixed bytes (as deep as the width allows). Per stage: the group's e4m3 rows
+// (N x 128 B, 128-byte swizzle: the wgmma B operand), 128 x 64 B of packed e2m1 (row r at 64 r),
+// 128 x 4 scale bytes and the N rows' x scales.
 // Thread (g, t) of warp w takes scale group t of its rows g and g + 8 (one 16-byte load each: the
 // group's 4 words) and folds that group's scale into the table (2^(s - 127 + 8), exact while the
 // scale byte lies in [114, 125]; mxfp4_scales_fp8_foldable tells per weight). Word q of the group
