@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# PENDING (written 2026-12-06 on 743702d with tools/device/pending/thirty-second-wo-a-halves.patch;
+# compiled, no spills: NW = 128 206 registers, the narrower widths unchanged). The grouped wo_a
+# (8 groups x 1024 x 4096) at 129-256 rows: both 128-row halves in one launch of the NW = 128 kernel
+# (grid z = 2, side by side, the split of K planned for all the tiles) instead of the NW = 256
+# kernel (one block takes both halves in turn, K split 2 over a cluster): at 256 rows that kernel
+# spent ~30% of its stall samples in the split-K reduction (thirty-first slice, wgmma256g), and its
+# halves run in series within a block. The weights are then read by two blocks each (side by side:
+# the second read should come from L2). Question: is the grouped wo_a faster at 129-256 rows (op
+# bench), and the EP step / v4-flash-4 batch 256 (model A / B)?
+# Build (here, from a clean tree): ninja -C build deepinfer cuda_ops_bench; cp them to
+#   /tmp/deepinfer-before, /tmp/cuda_ops_bench-before; git apply
+#   tools/device/pending/thirty-second-wo-a-halves.patch; ninja -C build deepinfer cuda_ops_bench
+#   cuda_ops_test cuda_v4_model_test cuda_v4_synthetic_test; tools/device/pack_bins.sh (those, the
+#   before ones)
+#   run(carry=[".device-bin.tar.xz"], timeout_s=400, command="tar xJf .device-bin.tar.xz &&
+#       GIT_REV=<rev> tools/device/plan_thirty_second.sh")
+# If the op bench and the EP step gain: commit the patched tree, remove the patch.
+set -uo pipefail
+source "$(dirname "$0")/loops.sh"
+plan_start
+run_test_specs 60:cuda_ops_test:CudaOps.Fp8* 60:cuda_v4_model_test 60:cuda_v4_synthetic_test
+run_sanitized "$BIN" 60 "memcheck:cuda_ops_test:CudaOps.Fp8WgmmaLinearMatchesCpu"
+echo "tests rc=${TEST_RC:-?} san rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
+for m in 129 200 256; do ops_ab "fp8paths:1024:4096:8:$m" "fp8/wgmma" 1; done
+f4="--synthetic v4-flash:4" dec="--gen-len 8 --fill-state --prompt-len 4096"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-$(ab_pairs "ep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
+b256 $f4 $dec --batch 256
+b200 $f4 $dec --batch 200")}"
+run_benches "$BIN/deepinfer" "${BENCH_S:-200}" | grep -E "rc=|^decode |^decode step parts" | cut -c1-150
+plan_finish
+echo "done ($((SECONDS - START)) s)"
