@@ -125,12 +125,12 @@ ncu_step_table() {
   OUT="$OUT" TIME_S=$left TIME_RANGE=1 TIME_COUNT=2400 TIME_BENCH="$args" tools/device/run_ncu.sh 2>&1 | tail -"$tail_n"
 }
 
-# attn_ab CASES: the attention change's checks and A/B (plan_twentysixth*.sh): the attention tests
+# attn_checks_ab CASES: the attention change's checks and A/B (plan_twentysixth*.sh): the attention tests
 # (TEST_RC 1 if they or the V4 model / synthetic / engine tests fail), racecheck and memcheck over
 # the attention parity test, the wgmma kernel alone before / after (cuda_attn_lt_bench-before and
 # cuda_attn_lt_bench, CUDA-graph timed) at each ATTN_CASE B:N_CMP:SPLIT of CASES, and the prefill
 # speed test.
-attn_ab() {
+attn_checks_ab() {
   local c b krc all
   echo "== tests"
   GTEST_FILTER='CudaAttention.*' run_tests "$BIN" 90 cuda_attn_lt_test

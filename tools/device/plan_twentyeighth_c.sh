@@ -20,7 +20,7 @@ set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
 
-attn_ab "256:512:256 128:512:256 32:512:256 256:256:256"
+attn_checks_ab "256:512:256 128:512:256 32:512:256 256:256:256"
 arc=$TEST_RC
 run_test_specs 60:cuda_layer_ops_test:CudaLayerOps.Hc*:CudaLayerOps.MoeCombineHcPostBitwise
 [ "$arc" = 0 ] || TEST_RC=1

@@ -16,7 +16,7 @@ set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
 
-attn_ab "256:128:256 128:512:256 132:512:1024 1:512:1024"
+attn_checks_ab "256:128:256 128:512:256 132:512:1024 1:512:1024"
 
 BOX=${BENCH_S:-$((560 - (SECONDS - START)))}
 [ "$BOX" -ge 60 ] || BOX=60

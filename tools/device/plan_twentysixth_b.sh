@@ -16,7 +16,7 @@ set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
 
-attn_ab "256:128:256 128:512:256 132:512:1024 1:512:1024 2048:0:1024 2048:512:1024"
+attn_checks_ab "256:128:256 128:512:256 132:512:1024 1:512:1024 2048:0:1024 2048:512:1024"
 
 echo "== deepinfer bench"
 F4="--synthetic v4-flash:4"
