@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <vector>
@@ -56,6 +57,16 @@ inline void host_quant(const std::vector<float>& x, int64_t M, int64_t K, std::v
       for (int i = 0; i < 128; ++i) q[r * K + kb * 128 + i] = e4m3_encode(x[r * K + kb * 128 + i] * inv);
     }
 }
+
+/// Index of the first element whose bits differ (-1 if none).
+template <class T>
+int64_t first_bit_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(T)) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
 
 inline std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.f) {
   std::normal_distribution<float> d(0.f, sd);

@@ -28,8 +28,8 @@ cp build/tests/cuda/cuda_attn_lt_bench /tmp/cuda_attn_lt_bench-before
 git apply $change
 { git status --porcelain | awk '$1 == "??" {print $2}' | grep -E '^src/|^tests/|^bench/' || true; } | xargs -r git add -N
 T=build/tests/cuda
-ninja -C build deepinfer cuda_ops_bench cuda_attn_lt_bench cuda_layer_ops_test cuda_attn_lt_test cuda_v4_model_test \
+ninja -C build deepinfer cuda_ops_bench cuda_attn_lt_bench cuda_layer_ops_test cuda_experts_test cuda_attn_lt_test cuda_v4_model_test \
   cuda_v4_synthetic_test cuda_v4_engine_test
-tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before $T/cuda_layer_ops_test $T/cuda_attn_lt_test \
+tools/device/pack_bins.sh build/tools/deepinfer/deepinfer /tmp/deepinfer-before $T/cuda_layer_ops_test $T/cuda_experts_test $T/cuda_attn_lt_test \
   $T/cuda_v4_model_test $T/cuda_v4_synthetic_test $T/cuda_v4_engine_test $T/cuda_ops_bench /tmp/cuda_ops_bench-before \
   $T/cuda_attn_lt_bench /tmp/cuda_attn_lt_bench-before

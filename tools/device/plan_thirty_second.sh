@@ -26,7 +26,7 @@
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
-run_test_specs 60:cuda_ops_test:CudaOps.Fp8* 60:cuda_layer_ops_test:CudaLayerOps.Route*:CudaLayerOps.Moe* \
+run_test_specs 60:cuda_ops_test:CudaOps.Fp8* 60:cuda_layer_ops_test:CudaLayerOps.Route* 90:cuda_experts_test \
   60:cuda_model_ops_test:CudaModelOps.MoeSort* 60:cuda_v4_model_test 60:cuda_v4_synthetic_test
 run_sanitized "$BIN" 120 "memcheck:cuda_ops_test:CudaOps.Fp8WgmmaLinearMatchesCpu" \
   "memcheck:cuda_layer_ops_test:CudaLayerOps.RouteRowInvariance" \

@@ -8,7 +8,7 @@
 # .device-bin carried. Every part is time-boxed (BUILD_S, PARITY_S, BENCH_S); logs in $OUT.
 set -uo pipefail
 source tools/device/common.sh
-TESTS=${TESTS:-"cuda_compress_test cuda_attn_lt_test cuda_layer_ops_test cuda_v4_model_test cuda_v4_synthetic_test cuda_model_bench_test"}
+TESTS=${TESTS:-"cuda_compress_test cuda_attn_lt_test cuda_layer_ops_test cuda_experts_test cuda_v4_model_test cuda_v4_synthetic_test cuda_model_bench_test"}
 log "build (box ${BUILD_S:-200} s)"
 timeout "${BUILD_S:-200}" ninja -C /tmp/bd -j"$J" -k 0 $TESTS >> "$OUT/build.log" 2>&1
 BUILD_RC=$?
