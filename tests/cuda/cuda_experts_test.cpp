@@ -23,6 +23,30 @@
 namespace deepinfer::cudatest {
 namespace {
 
+// Host tensors copied to the device for one test and kept alive with it.
+struct DeviceCopies {
+  std::vector<std::unique_ptr<Dev>> keep;
+  uint8_t* up(const Tensor& t) {
+    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
+    return keep.back()->as<uint8_t>();
+  }
+  uint8_t* upw(const Tensor& t) {  // packed e2m1 -> the device layout the MXFP4 ops read
+    uint8_t* p = up(t);
+    EXPECT_TRUE(dc::mxfp4_to_device_layout(p, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
+    return p;
+  }
+  dc::ExpertPtrs expert(const Weight& w1, const Weight& w3, const Weight& w2) {  // one expert's MXFP4 weights
+    return {upw(w1.data), up(w1.scale), upw(w3.data), up(w3.scale), upw(w2.data), up(w2.scale)};
+  }
+  // A 64-row tiled copy (dc::mxfp4_tile64) of an MXFP4 weight [N, K] and its scales: wt, st.
+  void tiled(const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
+    keep.push_back(std::make_unique<Dev>(N * K / 2)), keep.push_back(std::make_unique<Dev>(N * K / 32));
+    EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, keep[keep.size() - 2]->as<uint8_t>(), keep.back()->as<uint8_t>()))
+        << dc::last_error();
+    wt = keep[keep.size() - 2]->as<uint8_t>(), st = keep.back()->as<uint8_t>();
+  }
+};
+
 Weight mxfp4_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
   Weight w;
   w.name = "e";
@@ -37,16 +61,6 @@ Weight mxfp4_weight(int64_t rows, int64_t cols, std::mt19937& rng) {
   return w;
 }
 
-// A 64-row tiled copy (dc::mxfp4_tile64) of an MXFP4 weight [N, K] and its scales, kept alive in
-// `keep`: wt, st point at it.
-void tile64_copy(std::vector<std::unique_ptr<Dev>>& keep, const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K,
-                 const uint8_t*& wt, const uint8_t*& st) {
-  keep.push_back(std::make_unique<Dev>(N * K / 2)), keep.push_back(std::make_unique<Dev>(N * K / 32));
-  EXPECT_TRUE(dc::mxfp4_tile64(w, sc, N, K, keep[keep.size() - 2]->as<uint8_t>(), keep.back()->as<uint8_t>()))
-      << dc::last_error();
-  wt = keep[keep.size() - 2]->as<uint8_t>(), st = keep.back()->as<uint8_t>();
-}
-
 // The whole routed sublayer on the GPU (route, group, permute, grouped MXFP4 w1/w3, SwiGLU, w2,
 // combine; the shared expert as one more MXFP4 group) vs the CPU's moe_forward.
 TEST(CudaExperts, MoeSublayerMatchesCpu) {
@@ -59,14 +73,8 @@ TEST(CudaExperts, MoeSublayerMatchesCpu) {
   v4::MoeParams p;
   p.n_experts = E, p.top_k = K, p.routed_scaling = 1.5f, p.swiglu_limit = 10.f;
   v4::MoeWeights w;
-  const auto gf = randn(E * d, rng, 0.1f);
-  std::vector<uint16_t> gb(gf.size());
-  for (size_t i = 0; i < gf.size(); ++i) gb[i] = f32_to_bf16(gf[i]);
-  w.gate.name = "gate";
-  w.gate.format = WeightFormat::kBF16;
-  w.gate.rows = E, w.gate.cols = d;
-  w.gate.data = Tensor::zeros(DType::kBF16, {E, d});
-  std::copy(gb.begin(), gb.end(), w.gate.data.mutable_span<uint16_t>().begin());
+  std::vector<uint16_t> gb;
+  w.gate = bf16_random_weight("gate", E, d, 0.1f, rng, gb);
   w.bias = randn(E, rng, 0.05f);
   for (int64_t e = 0; e < E; ++e) {
     w.w1.push_back(mxfp4_weight(I, d, rng));
@@ -76,22 +84,10 @@ TEST(CudaExperts, MoeSublayerMatchesCpu) {
   w.shared_w1 = mxfp4_weight(I, d, rng);
   w.shared_w3 = mxfp4_weight(I, d, rng);
   w.shared_w2 = mxfp4_weight(d, I, rng);
-  std::vector<std::unique_ptr<Dev>> keep;
-  auto up = [&](const Tensor& t) {
-    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
-    return keep.back()->as<uint8_t>();
-  };
-  auto upw = [&](const Tensor& t) {  // packed e2m1 -> the device layout the MXFP4 ops read
-    uint8_t* p = up(t);
-    EXPECT_TRUE(dc::mxfp4_to_device_layout(p, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
-    return p;
-  };
+  DeviceCopies dev;
   std::vector<dc::ExpertPtrs> hp(E);
-  for (int64_t e = 0; e < E; ++e)
-    hp[e] = {upw(w.w1[e].data), up(w.w1[e].scale), upw(w.w3[e].data), up(w.w3[e].scale), upw(w.w2[e].data),
-             up(w.w2[e].scale)};
-  const dc::ExpertPtrs sp{upw(w.shared_w1.data), up(w.shared_w1.scale), upw(w.shared_w3.data),
-                          up(w.shared_w3.scale), upw(w.shared_w2.data), up(w.shared_w2.scale)};
+  for (int64_t e = 0; e < E; ++e) hp[e] = dev.expert(w.w1[e], w.w3[e], w.w2[e]);
+  const dc::ExpertPtrs sp = dev.expert(w.shared_w1, w.shared_w3, w.shared_w2);
   Dev dptrs(hp.data(), hp.size() * sizeof(dc::ExpertPtrs)), dg(gb.data(), gb.size() * 2), dbias(w.bias.data(), E * 4);
   for (int64_t T : {1, 7, 9, 40, 300, 2048}) {  // moe_build_groups takes T * k <= 8192
     const auto h = randn(T * d, rng, 0.5f);
@@ -203,16 +199,7 @@ TEST(CudaExperts, WideExpertsMatchNarrowAtV4Shapes) {
   std::mt19937 rng(21);
   const int64_t d = 4096, I = 2048;
   const std::vector<int> rows = {70, 33, 1, 150, 60};
-  std::vector<std::unique_ptr<Dev>> keep;
-  auto up = [&](const Tensor& t) {
-    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
-    return keep.back()->as<uint8_t>();
-  };
-  auto upw = [&](const Tensor& t) {  // packed e2m1 -> the device layout the MXFP4 ops read
-    uint8_t* p = up(t);
-    EXPECT_TRUE(dc::mxfp4_to_device_layout(p, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
-    return p;
-  };
+  DeviceCopies dev;
   std::vector<dc::ExpertPtrs> ex;
   for (size_t e = 0; e < rows.size(); ++e) {
     Weight w1 = mxfp4_weight(I, d, rng), w3 = mxfp4_weight(I, d, rng), w2 = mxfp4_weight(d, I, rng);
@@ -221,7 +208,7 @@ TEST(CudaExperts, WideExpertsMatchNarrowAtV4Shapes) {
       for (size_t i = 0; i < s1.size(); i += 97) s1[i] = 133;
       for (size_t i = 0; i < s2.size(); i += 89) s2[i] = 101;
     }
-    ex.push_back({upw(w1.data), up(w1.scale), upw(w3.data), up(w3.scale), upw(w2.data), up(w2.scale)});
+    ex.push_back(dev.expert(w1, w3, w2));
   }
   // Each expert's rows start at a multiple of 256 rows (padding rows in between stay unused).
   const int64_t stride = 256, R = stride * int64_t(rows.size());
@@ -308,13 +295,10 @@ TEST(CudaExperts, WideExpertsMatchNarrowAtV4Shapes) {
   }
   // Every kernel again on 64-row tiled copies of the weights (mxfp4_tile64): bitwise the same rows.
   std::vector<dc::ExpertPtrs> tx(ex.size());
-  auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
-    tile64_copy(keep, w, sc, N, K, wt, st);
-  };
   for (size_t e = 0; e < ex.size(); ++e) {
-    tile(ex[e].w1, ex[e].s1, I, d, tx[e].w1, tx[e].s1);
-    tile(ex[e].w3, ex[e].s3, I, d, tx[e].w3, tx[e].s3);
-    tile(ex[e].w2, ex[e].s2, d, I, tx[e].w2, tx[e].s2);
+    dev.tiled(ex[e].w1, ex[e].s1, I, d, tx[e].w1, tx[e].s1);
+    dev.tiled(ex[e].w3, ex[e].s3, I, d, tx[e].w3, tx[e].s3);
+    dev.tiled(ex[e].w2, ex[e].s2, d, I, tx[e].w2, tx[e].s2);
   }
   std::swap(ex, tx);
   Dev tn(nan_y.data(), R * d * 4), tw(nan_y.data(), R * d * 4), tq(nan_y.data(), R * d * 4), tf(nan_y.data(), R * d * 4);
@@ -423,22 +407,12 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
   const int64_t d = 4096, I = 2048;
   v4::MoeParams p;
   p.swiglu_limit = 10.f, p.act_block = 128;
-  std::vector<std::unique_ptr<Dev>> keep;
-  auto up = [&](const Tensor& t) {
-    keep.push_back(std::make_unique<Dev>(t.data(), t.nbytes()));
-    return keep.back()->as<uint8_t>();
-  };
-  auto upw = [&](const Tensor& t) {
-    uint8_t* q = up(t);
-    EXPECT_TRUE(dc::mxfp4_to_device_layout(q, static_cast<int64_t>(t.nbytes()))) << dc::last_error();
-    return q;
-  };
+  DeviceCopies dev;
   std::vector<Weight> w1s, w2s, w3s;
   std::vector<dc::ExpertPtrs> ex;
   for (size_t e = 0; e < rows.size(); ++e) {
     w1s.push_back(mxfp4_weight(I, d, rng)), w3s.push_back(mxfp4_weight(I, d, rng)), w2s.push_back(mxfp4_weight(d, I, rng));
-    ex.push_back({upw(w1s[e].data), up(w1s[e].scale), upw(w3s[e].data), up(w3s[e].scale), upw(w2s[e].data),
-                  up(w2s[e].scale)});
+    ex.push_back(dev.expert(w1s[e], w3s[e], w2s[e]));
   }
   const int64_t R = std::accumulate(rows.begin(), rows.end(), int64_t(0));
   const auto h = randn(R * d, rng, 0.5f);  // token i (k = 1) goes to row slot_pos[i]
@@ -515,16 +489,12 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
   }
   // The same with 64-row tiled copies of the weights (mxfp4_tile64): bitwise the same rows.
   {
-    std::vector<std::unique_ptr<Dev>> tiles;
-    auto tile = [&](const uint8_t* w, const uint8_t* sc, int64_t N, int64_t K, const uint8_t*& wt, const uint8_t*& st) {
-      tile64_copy(tiles, w, sc, N, K, wt, st);
-    };
     Dev yt(nan_y.data(), nan_y.size() * 4), at32(R * I * 4), at8(R * I), ats(R * I / 128 * 4);
     std::vector<dc::Mxfp4Group> t13 = g13, t2 = g2;
     for (size_t e = 0; e < rows.size(); ++e) {
-      tile(ex[e].w1, ex[e].s1, I, d, t13[2 * e].w, t13[2 * e].scale);
-      tile(ex[e].w3, ex[e].s3, I, d, t13[2 * e + 1].w, t13[2 * e + 1].scale);
-      tile(ex[e].w2, ex[e].s2, d, I, t2[e].w, t2[e].scale);
+      dev.tiled(ex[e].w1, ex[e].s1, I, d, t13[2 * e].w, t13[2 * e].scale);
+      dev.tiled(ex[e].w3, ex[e].s3, I, d, t13[2 * e + 1].w, t13[2 * e + 1].scale);
+      dev.tiled(ex[e].w2, ex[e].s2, d, I, t2[e].w, t2[e].scale);
       t2[e].y = yt.as<float>() + (g2[e].y - y.as<float>());
     }
     Dev dt13(t13.data(), t13.size() * sizeof(t13[0])), dt2(t2.data(), t2.size() * sizeof(t2[0]));

@@ -317,14 +317,8 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
   v4::MoeParams p;
   p.n_experts = E, p.top_k = K, p.routed_scaling = 1.5f, p.norm_topk_prob = true;
   v4::MoeWeights w;
-  const auto gf = randn(E * d, rng, 0.02f);
-  std::vector<uint16_t> gb(gf.size());
-  for (size_t i = 0; i < gf.size(); ++i) gb[i] = f32_to_bf16(gf[i]);
-  w.gate.name = "gate";
-  w.gate.format = WeightFormat::kBF16;
-  w.gate.rows = E, w.gate.cols = d;
-  w.gate.data = Tensor::zeros(DType::kBF16, {E, d});
-  std::copy(gb.begin(), gb.end(), w.gate.data.mutable_span<uint16_t>().begin());
+  std::vector<uint16_t> gb;
+  w.gate = bf16_random_weight("gate", E, d, 0.02f, rng, gb);
   w.bias = randn(E, rng, 0.1f);
   Dev dg(gb.data(), gb.size() * 2), dbias(w.bias.data(), E * 4);
   int checked = 0, skipped = 0;

@@ -75,6 +75,22 @@ inline std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.f) {
   return v;
 }
 
+/// A bf16 weight [rows, cols] of N(0, sd) draws (rounded to nearest even) as a CPU Weight, its
+/// bits also in `bits` (for the device copy).
+inline Weight bf16_random_weight(const char* name, int64_t rows, int64_t cols, float sd, std::mt19937& rng,
+                                 std::vector<uint16_t>& bits) {
+  const auto v = randn(static_cast<size_t>(rows * cols), rng, sd);
+  bits.resize(v.size());
+  for (size_t i = 0; i < v.size(); ++i) bits[i] = f32_to_bf16(v[i]);
+  Weight w;
+  w.name = name;
+  w.format = WeightFormat::kBF16;
+  w.rows = rows, w.cols = cols;
+  w.data = Tensor::zeros(DType::kBF16, {rows, cols});
+  std::copy(bits.begin(), bits.end(), w.data.mutable_span<uint16_t>().begin());
+  return w;
+}
+
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) {
