@@ -527,7 +527,7 @@ void bench_rms(int n, int d) {
 }
 
 // The router (moe_route: logits, sqrt-softplus top-k, weights) at T tokens x E experts, d 4096,
-// top 6: the EP step's is 256 x 32.
+// top 6, then the expert groups of its picks: the EP step's is 256 x 32.
 void bench_route(int T, int E) {
   constexpr int d = 4096, k = 6;
   float* h = static_cast<float*>(dalloc(size_t(T) * d * 4));
@@ -549,8 +549,28 @@ void bench_route(int T, int E) {
   r.bytes = double(T) * d * 4 + double(E) * d * 2 + double(T) * E * 4;
   r.flops = 2.0 * T * E * double(d);
   report(r);
+  // The expert groups of those picks (moe_build_groups, 64-row groups as the EP step's wide
+  // kernels take them; null weights: the pointers are only copied into the group entries).
+  const int gr = 64, mg = dc::moe_max_groups(T, k, E, gr);
+  auto* ptrs = static_cast<dc::ExpertPtrs*>(dalloc(size_t(E) * sizeof(dc::ExpertPtrs)));
+  CK(cudaMemset(ptrs, 0, size_t(E) * sizeof(dc::ExpertPtrs)));
+  auto* pos = static_cast<int32_t*>(dalloc(size_t(T) * k * 4));
+  auto* g13 = static_cast<dc::Mxfp4Group*>(dalloc(2 * size_t(mg) * sizeof(dc::Mxfp4Group)));
+  auto* g2 = static_cast<dc::Mxfp4Group*>(dalloc(size_t(mg) * sizeof(dc::Mxfp4Group)));
+  Row g;
+  g.op = "moe_build_groups";
+  g.shape = "E" + std::to_string(E) + " k" + std::to_string(k);
+  g.m = T;
+  g.groups = mg;
+  g.ms = time_graph(20, [&](int) {
+    OK(dc::moe_build_groups(experts, T, k, E, ptrs, nullptr, nullptr, nullptr, nullptr, nullptr, d, 2048, mg, pos, g13,
+                            g2, g_stream, gr));
+  });
+  g.bytes = double(T) * k * 8 + 3.0 * mg * sizeof(dc::Mxfp4Group);
+  report(g);
   for (void* p : {static_cast<void*>(h), static_cast<void*>(gate), static_cast<void*>(bias), static_cast<void*>(logits),
-                  static_cast<void*>(experts), static_cast<void*>(weights)})
+                  static_cast<void*>(experts), static_cast<void*>(weights), static_cast<void*>(ptrs),
+                  static_cast<void*>(pos), static_cast<void*>(g13), static_cast<void*>(g2)})
     CK(cudaFree(p));
 }
 

@@ -264,7 +264,9 @@ TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
     bool skewed;  // most slots on experts 0..3
   };
   const Case cases[] = {{1, 256, false},  {37, 256, false},  {8192, 256, false}, {1, 32, false},
-                        {37, 32, false},  {8192, 32, false}, {8192, 256, true},  {1365, 256, false}};
+                        {37, 32, false},  {8192, 32, false}, {8192, 256, true},  {1365, 256, false},
+                        {256, 32, false}, {256, 32, true},   {1365, 256, true},  {300, 512, false},
+                        {43, 32, true},   {42, 32, true}};
   for (const auto& c : cases) {
     std::vector<int32_t> ex(c.T * k);
     for (int64_t t = 0; t < c.T; ++t) {  // k distinct experts per token as top-k gives (skewed: may repeat)
