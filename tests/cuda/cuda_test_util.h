@@ -67,7 +67,6 @@ int64_t first_bit_mismatch(const std::vector<T>& a, const std::vector<T>& b) {
   return -1;
 }
 
-
 inline std::vector<float> randn(size_t n, std::mt19937& rng, float sd = 1.f) {
   std::normal_distribution<float> d(0.f, sd);
   std::vector<float> v(n);
