@@ -527,7 +527,8 @@ void bench_rms(int n, int d) {
 }
 
 // The router (moe_route: logits, sqrt-softplus top-k, weights) at T tokens x E experts, d 4096,
-// top 6, then the expert groups of its picks: the EP step's is 256 x 32.
+// top 6, then the expert groups of its picks and the rows' FP8 copies in their slots: the EP step's
+// is 256 x 32.
 void bench_route(int T, int E) {
   constexpr int d = 4096, k = 6;
   float* h = static_cast<float*>(dalloc(size_t(T) * d * 4));
@@ -568,9 +569,22 @@ void bench_route(int T, int E) {
   });
   g.bytes = double(T) * k * 8 + 3.0 * mg * sizeof(dc::Mxfp4Group);
   report(g);
+  // The tokens' rows to their k slots as e4m3 with per-128 scales (moe_rows_fp8: the FP8 experts'
+  // input, after the groups in the EP step).
+  auto* x8 = static_cast<uint8_t*>(dalloc(size_t(T) * k * d));
+  float* xs = static_cast<float*>(dalloc(size_t(T) * k * d / 128 * 4));
+  Row q;
+  q.op = "moe_rows_fp8";
+  q.shape = "k" + std::to_string(k) + " d" + std::to_string(d);
+  q.m = T;
+  q.groups = 1;
+  q.ms = time_graph(20, [&](int) { OK(dc::moe_rows_fp8(h, T, k, d, pos, x8, xs, int64_t(T) * k, g_stream)); });
+  q.bytes = double(T) * d * 4 + double(T) * k * (d + d / 128 * 4);
+  report(q);
   for (void* p : {static_cast<void*>(h), static_cast<void*>(gate), static_cast<void*>(bias), static_cast<void*>(logits),
                   static_cast<void*>(experts), static_cast<void*>(weights), static_cast<void*>(ptrs),
-                  static_cast<void*>(pos), static_cast<void*>(g13), static_cast<void*>(g2)})
+                  static_cast<void*>(pos), static_cast<void*>(g13), static_cast<void*>(g2), static_cast<void*>(x8),
+                  static_cast<void*>(xs)})
     CK(cudaFree(p));
 }
 

@@ -10,7 +10,8 @@
 //     (host) and = moe_build_groups' slot_pos where that runs (T * k <= 8192); the groups
 //     moe_build_groups builds from its offsets (any T) cover each expert's rows in order, and equal
 //     the one-block kernel's where that runs;
-//   head_norm_rope_bf16 == rms_norm, rope_rows, cast_f32_to_bf16 in turn, bit for bit.
+//   head_norm_rope_bf16 == rms_norm, rope_rows, cast_f32_to_bf16 in turn, bit for bit;
+//   head_norm_rope_bf16_in (bf16 rows) == head_norm_rope_bf16 on the same values as fp32, bit for bit.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -379,6 +380,40 @@ TEST(CudaModelOps, HeadNormRopeMatchesThreeKernels) {
     EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
   }
   EXPECT_FALSE(dc::head_norm_rope_bf16(nullptr, 1, 320, 1e-6f, 256, 32, nullptr, 1, nullptr, nullptr, nullptr));
+}
+
+// The bf16-input form (wq_b's bf16 output on cuBLASLt) against the fp32 form on the same values:
+// each bf16 widens exactly, so every output bit must agree. D 256 / 512 / 1024, rows of very
+// different magnitudes, 64 rows a position.
+TEST(CudaModelOps, HeadNormRopeFromBf16MatchesFp32Form) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(37);
+  for (int64_t D : {int64_t(256), int64_t(512), int64_t(1024)}) {
+    const int64_t rows = 64 * 29 + 64, R = 64;
+    std::vector<uint16_t> x16(rows * D);
+    std::vector<float> x(rows * D);
+    const auto v = randn(rows * D, rng, 1.f);
+    for (int64_t i = 0; i < rows * D; ++i) {
+      x16[i] = f32_to_bf16(v[i] * std::ldexp(1.f, int((i / D) % 19) - 9));
+      x[i] = bf16_to_f32(x16[i]);
+    }
+    std::vector<int32_t> pos(rows / 64);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);
+    std::vector<float> inv(R / 2);
+    for (int64_t i = 0; i < R / 2; ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(R));
+    Dev dx(x.data(), x.size() * 4), dx16(x16.data(), x16.size() * 2), dpos(pos.data(), pos.size() * 4),
+        dinv(inv.data(), inv.size() * 4), ref16(rows * D * 2), out16(rows * D * 2);
+    ASSERT_TRUE(dc::head_norm_rope_bf16(dx.as<float>(), rows, D, 1e-6f, D - R, int(R / 2), dpos.as<int32_t>(), 64,
+                                        dinv.as<float>(), ref16.as<uint16_t>(), nullptr))
+        << dc::last_error();
+    ASSERT_TRUE(dc::head_norm_rope_bf16_in(dx16.as<uint16_t>(), rows, D, 1e-6f, D - R, int(R / 2),
+                                           dpos.as<int32_t>(), 64, dinv.as<float>(), out16.as<uint16_t>(), nullptr))
+        << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const int64_t bad = first_bit_mismatch(download<uint16_t>(out16, rows * D), download<uint16_t>(ref16, rows * D));
+    EXPECT_LT(bad, 0) << "D=" << D << ": first mismatch at row " << bad / D << " col " << bad % D;
+  }
+  EXPECT_FALSE(dc::head_norm_rope_bf16_in(nullptr, 1, 320, 1e-6f, 256, 32, nullptr, 1, nullptr, nullptr, nullptr));
 }
 
 }  // namespace

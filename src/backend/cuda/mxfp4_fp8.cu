@@ -299,34 +299,41 @@ bool launch(const Mxfp4Group* groups, int n_groups, int max_m, const uint8_t* x8
                     : launch_at<64, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
 }
 
-// One warp per (row, U consecutive 128-column blocks), the U loads issued together: lane j
-// quantises physical columns 4j..4j+3 of each block (quantize_act_fp8's rule) and stores them at
-// the block's logical word 8 q + 4 h + t (j = 8 t + 2 q + h); the scale goes to
-// xs[block * rows_total + row]. Row i of src goes to row slot_pos[i] (null: row i), where src row i
-// is token i / k. (U = 1, one 16-byte load per warp, took 15 us for the EP step's 1,536 x 4096
-// rows on the H100: latency, not bytes.)
+// One warp per (token, U consecutive 128-column blocks), the U loads issued together: lane j
+// quantises physical columns 4j..4j+3 of each block (quantize_act_fp8's rule) and stores them, to
+// each of the token's k slots, at the block's logical word 8 q + 4 h + t (j = 8 t + 2 q + h); the
+// scale goes to xs[block * rows_total + row]. Slot i = t * k + j goes to row slot_pos[i] (null:
+// row i). (U = 1, one 16-byte load per warp, took 15 us for the EP step's 1,536 x 4096 rows on
+// the H100: latency, not bytes. A warp per slot, as before, loaded and quantised each token row
+// k times.)
 template <int U>
-__global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t n, int k, int64_t K,
+__global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t T, int k, int64_t K,
                                 const int32_t* __restrict__ slot_pos, uint8_t* __restrict__ x8, float* __restrict__ xs,
                                 int64_t rows_total) {
   detail::pdl_entry();
   const int64_t nu = K / (128 * U);
   const int64_t unit = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (unit >= n * nu) return;
-  const int64_t i = unit / nu, kb0 = unit % nu * U;
-  const int64_t row = slot_pos ? slot_pos[i] : i;
+  if (unit >= T * nu) return;
+  const int64_t t = unit / nu, kb0 = unit % nu * U;
   float4 f[U];
 #pragma unroll
-  for (int u = 0; u < U; ++u) f[u] = *reinterpret_cast<const float4*>(src + (i / k) * K + (kb0 + u) * 128 + lane * 4);
+  for (int u = 0; u < U; ++u) f[u] = *reinterpret_cast<const float4*>(src + t * K + (kb0 + u) * 128 + lane * 4);
   const int word = 8 * ((lane >> 1) & 3) + 4 * (lane & 1) + (lane >> 3);
+  uint32_t packed[U];
+  float sc[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     const float v[4] = {f[u].x, f[u].y, f[u].z, f[u].w};
-    uint32_t packed;
-    const float sc = quant4_e4m3_pow2(v, packed);
-    *reinterpret_cast<uint32_t*>(x8 + row * K + (kb0 + u) * 128 + word * 4) = packed;
-    if (lane == 0) xs[(kb0 + u) * rows_total + row] = sc;
+    sc[u] = quant4_e4m3_pow2(v, packed[u]);
+  }
+  for (int j = 0; j < k; ++j) {
+    const int64_t i = t * k + j, row = slot_pos ? slot_pos[i] : i;
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      *reinterpret_cast<uint32_t*>(x8 + row * K + (kb0 + u) * 128 + word * 4) = packed[u];
+      if (lane == 0) xs[(kb0 + u) * rows_total + row] = sc[u];
+    }
   }
 }
 
@@ -363,13 +370,13 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
   if (T * k > rows_total) return fail("moe_rows_fp8: more rows than rows_total");
   if (T <= 0) return true;
   if (K % 512 == 0) {
-    const int64_t warps = T * k * (K / 512);
-    detail::launch_pdl(rows_fp8_kernel<4>, static_cast<unsigned>((warps + 7) / 8), 256, 0, as_stream(stream), src, T * k,
-                       k, K, slot_pos, x8, xs, rows_total);
+    const int64_t warps = T * (K / 512);
+    detail::launch_pdl(rows_fp8_kernel<4>, static_cast<unsigned>((warps + 7) / 8), 256, 0, as_stream(stream), src, T, k, K,
+                       slot_pos, x8, xs, rows_total);
   } else {
-    const int64_t warps = T * k * (K / 128);
-    detail::launch_pdl(rows_fp8_kernel<1>, static_cast<unsigned>((warps + 7) / 8), 256, 0, as_stream(stream), src, T * k,
-                       k, K, slot_pos, x8, xs, rows_total);
+    const int64_t warps = T * (K / 128);
+    detail::launch_pdl(rows_fp8_kernel<1>, static_cast<unsigned>((warps + 7) / 8), 256, 0, as_stream(stream), src, T, k, K,
+                       slot_pos, x8, xs, rows_total);
   }
   return check_launch("rows_fp8_kernel");
 }

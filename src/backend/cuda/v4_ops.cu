@@ -33,8 +33,13 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int64_t off, int
 // sums x[k + 256m]^2 (m < NB, fmaf from 0), then the same halving tree (s = 128, 64, 32 within a
 // lane, 16..1 by shuffles, each step own + other), so r has rms_norm's bits. A RoPE pair sits on
 // lanes 2q, 2q + 1 (element k + 256m and its neighbour), swapped by one shuffle.
-template <int NB>
-__global__ void __launch_bounds__(256) head_norm_rope_kernel(const float* __restrict__ x, int64_t rows, int D, float eps,
+// In: fp32 rows, or bf16 rows (a GEMM's bf16 output: half the bytes read; each value widened
+// exactly, so the bits are those of the fp32 kernel on the same values).
+__device__ __forceinline__ float load_f32(const float* p) { return *p; }
+__device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+
+template <int NB, typename In>
+__global__ void __launch_bounds__(256) head_norm_rope_kernel(const In* __restrict__ x, int64_t rows, int D, float eps,
                                                              int off, const int32_t* __restrict__ pos, int rows_per_pos,
                                                              const float* __restrict__ inv_freq,
                                                              __nv_bfloat16* __restrict__ out) {
@@ -42,12 +47,12 @@ __global__ void __launch_bounds__(256) head_norm_rope_kernel(const float* __rest
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
   if (r >= rows) return;
-  const float* xr = x + r * D;
+  const In* xr = x + r * D;
   float v[8][NB];
 #pragma unroll
   for (int j = 0; j < 8; ++j)
 #pragma unroll
-    for (int m = 0; m < NB; ++m) v[j][m] = xr[lane + 32 * j + 256 * m];
+    for (int m = 0; m < NB; ++m) v[j][m] = load_f32(xr + lane + 32 * j + 256 * m);
   float p[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
@@ -110,6 +115,24 @@ __global__ void expand_kernel(const float4* e, int64_t T, int64_t d4, int stream
 
 unsigned blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
+template <typename In>
+bool launch_head_norm_rope(const In* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs, const int32_t* pos,
+                           int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
+  if (D % 256 || D > 1024) return fail("head_norm_rope_bf16: D must be a multiple of 256, at most 1024");
+  if (off % 2 || off < 0 || off + 2 * int64_t(pairs) != D) return fail("head_norm_rope_bf16: off + 2 * pairs != D");
+  if (rows <= 0) return true;
+  const unsigned grid = blocks(rows, 8);
+  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
+  const int d = static_cast<int>(D), of = static_cast<int>(off);
+  const cudaStream_t s = as_stream(stream);
+  switch (D / 256) {
+    case 1: detail::launch_pdl(head_norm_rope_kernel<1, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    case 2: detail::launch_pdl(head_norm_rope_kernel<2, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
+    default: detail::launch_pdl(head_norm_rope_kernel<4, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
+  }
+  return check_launch("head_norm_rope_bf16");
+}
+
 }  // namespace
 
 bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const int32_t* pos, int rows_per_pos,
@@ -122,18 +145,13 @@ bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const
 
 bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
                          const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
-  if (D % 256 || D > 1024) return fail("head_norm_rope_bf16: D must be a multiple of 256, at most 1024");
-  if (off % 2 || off < 0 || off + 2 * int64_t(pairs) != D) return fail("head_norm_rope_bf16: off + 2 * pairs != D");
-  if (rows <= 0) return true;
-  const unsigned grid = blocks(rows, 8);
-  auto* o = reinterpret_cast<__nv_bfloat16*>(out);
-  const int d = static_cast<int>(D), of = static_cast<int>(off);
-  switch (D / 256) {
-    case 1: detail::launch_pdl(head_norm_rope_kernel<1>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    case 2: detail::launch_pdl(head_norm_rope_kernel<2>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    default: detail::launch_pdl(head_norm_rope_kernel<4>, grid, 256, 0, as_stream(stream), x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
-  }
-  return check_launch("head_norm_rope_bf16");
+  return launch_head_norm_rope(x, rows, D, eps, off, pairs, pos, rows_per_pos, inv_freq, out, stream);
+}
+
+bool head_norm_rope_bf16_in(const uint16_t* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
+                            const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
+  return launch_head_norm_rope(reinterpret_cast<const __nv_bfloat16*>(x), rows, D, eps, off, pairs, pos, rows_per_pos,
+                               inv_freq, out, stream);
 }
 
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

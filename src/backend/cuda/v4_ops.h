@@ -19,6 +19,10 @@ bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const
 /// off even.
 bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
                          const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream);
+/// The same from bf16 rows (e.g. wq_b's bf16 output): the bits head_norm_rope_bf16 gives for the
+/// same values as fp32. x may not alias out.
+bool head_norm_rope_bf16_in(const uint16_t* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
+                            const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream);
 /// Hash routing: experts[t, j] = tid2eid[ids[t] * k + j]; weights from the router logits
 /// [T, E]: s = sqrt(softplus(logit)), w = s / sum(s of the k picks) * scale.
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

@@ -323,10 +323,19 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
   DI_TRY(mark(part::kAttnIndexer));
-  DI_TRY(linear(a.qan, T, L.wq_b, a.qb, -1, &a.qanp));
+  // wq_b on cuBLASLt writes bf16 (T x 32768 fp32 is more bytes than the weight at 256 rows), the
+  // values the tail would round to bf16 anyway after its norm; elsewhere fp32.
+  bool qb16 = false;
+  DI_TRY(linear(a.qan, T, L.wq_b, a.qb, -1, &a.qanp, &qb16));
   // per-head RMS (unweighted), RoPE on the last R dims, bf16: one pass
-  DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, static_cast<int>(R / 2), a.pos, static_cast<int>(H),
-                                      L.inv_freq.as<float>(), a.q16, stream_));
+  const int pairs = static_cast<int>(R / 2), hi = static_cast<int>(H);
+  if (qb16) {
+    DI_CUDA_TRY(dc::head_norm_rope_bf16_in(reinterpret_cast<const uint16_t*>(a.qb), T * H, D, eps, D - R, pairs, a.pos,
+                                           hi, L.inv_freq.as<float>(), a.q16, stream_));
+  } else {
+    DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, pairs, a.pos, hi, L.inv_freq.as<float>(), a.q16,
+                                        stream_));
+  }
   DI_TRY(join(kLanes));
   DI_TRY(mark(part::kAttnQ));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));

@@ -100,12 +100,15 @@ class Forward {
     Packed rows_from(int64_t o, int64_t K) const;
   };
   // `lane`: -1 the main stream, 0..kWoLanes-1 a side stream (with its own GEMM workspaces).
+  // `y_bf16`: where given, an FP8 linear on cuBLASLt writes bf16 rows into y's memory and sets it
+  // (every other path, or no bf16 plan: fp32 rows, false).
   Status linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                int lane = -1, const Packed* p = nullptr);
+                int lane = -1, const Packed* p = nullptr, bool* y_bf16 = nullptr);
   Status linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
                      int lane = -1, const Packed* p = nullptr);
-  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1, const Packed* p = nullptr) {
-    return linear(x, false, M, W, 0, W.n, y, lane, p);
+  Status linear(const float* x, int64_t M, const GpuLinear& W, float* y, int lane = -1, const Packed* p = nullptr,
+                bool* y_bf16 = nullptr) {
+    return linear(x, false, M, W, 0, W.n, y, lane, p, y_bf16);
   }
   /// y = rms_norm(x [T, K]) and, with tuning_.act_pack, p's forms in the same pass: e4m3 in the
   /// layout an FP8 linear of T rows and `n_out` outputs takes (when `fp8`), bf16 (when `bf16`);
@@ -125,7 +128,7 @@ class Forward {
     Packed& p;
   };
   /// Whether an FP8 linear of M rows, N outputs and K inputs runs on cuBLASLt (K-block-major scales).
-  bool fp8_on_lt(int64_t M, int64_t N, int64_t K) const;
+  bool fp8_on_lt(int64_t M, int64_t N, int64_t K, bool y_bf16 = false) const;
   /// V4's grouped output projection in one quantisation and one launch per 128 rows (the FP8
   /// decode paths): y [M, G*N] from bf16 x [M, G*K] and W [G*N, K] (group g: x columns [g*K, ..)
   /// times W rows [g*N, ..)). Returns false (nothing launched) where it does not apply
@@ -142,8 +145,9 @@ class Forward {
                               Packed& wo_b_in);
   /// cuBLASLt's FP8 GEMM on an activation already quantised with K-block-major scales (p: rows M);
   /// false (nothing launched) where no plan runs it: fp8_on_lt is false or cuBLASLt finds none.
-  Result<bool> linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                                int lane);
+  /// y is fp32, or bf16 with y_bf16 (the rows rounded once from the fp32 sums).
+  Result<bool> linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, void* y,
+                                int lane, bool y_bf16 = false);
   /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
   /// kernel (default mode; tuning_.fp8_wgmma_rows .. fp8_wgmma_max_rows).
   bool fp8_wgmma_for(int64_t M, int64_t N) const;
@@ -231,7 +235,7 @@ class Forward {
   std::unique_ptr<GpuSequenceState> pad_state_;
   CudaTuning tuning_;
   double last_mark_s_ = 0;  // steady-clock seconds of the last mark()
-  std::set<std::tuple<int64_t, int64_t, int64_t>> lt_missing_;  // (M, N, K) cuBLASLt has no FP8 plan for
+  std::set<std::tuple<int64_t, int64_t, int64_t, bool>> lt_missing_;  // (M, N, K, y_bf16) cuBLASLt has no FP8 plan for
 };
 
 }  // namespace deepinfer::v4gpu

@@ -20,9 +20,9 @@ Forward::Packed Forward::Packed::rows_from(int64_t o, int64_t K) const {
   return r;
 }
 
-bool Forward::fp8_on_lt(int64_t M, int64_t N, int64_t K) const {
+bool Forward::fp8_on_lt(int64_t M, int64_t N, int64_t K, bool y_bf16) const {
   return !fp8_wgmma_for(M, N) && !c_.numerics.batch_invariant && M >= kLtMinRows &&
-         !lt_missing_.count(std::make_tuple(M, N, K));
+         !lt_missing_.count(std::make_tuple(M, N, K, y_bf16));
 }
 
 Status Forward::norm_pack(const float* x, int64_t T, int64_t K, const float* w, float* y, int64_t n_out, bool fp8,
@@ -60,8 +60,9 @@ Result<bool> Forward::pack_buffers(int64_t T, int64_t K, int64_t n_out, bool fp8
 }
 
 Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows, float* y,
-                       int lane, const Packed* p) {
+                       int lane, const Packed* p, bool* y_bf16) {
   void* const s = st(lane);
+  if (y_bf16) *y_bf16 = false;
   if (M <= 0) return Status::ok();
   const int64_t K = W.k;
   if (W.fp8) {
@@ -90,6 +91,10 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
       DI_ASSIGN_OR_RETURN(const auto xq, quantised(true));
       Packed pq;
       pq.q8 = xq.first, pq.qs = xq.second, pq.qs_t = true, pq.rows = M;
+      if (y_bf16) {
+        DI_ASSIGN_OR_RETURN(*y_bf16, linear_lt_packed(pq, M, W, r0, rows, y, lane, true));
+        if (*y_bf16) return Status::ok();
+      }
       DI_ASSIGN_OR_RETURN(const bool done, linear_lt_packed(pq, M, W, r0, rows, y, lane));
       if (done) return Status::ok();
     }
@@ -132,12 +137,12 @@ Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLine
 }
 
 Result<bool> Forward::linear_lt_packed(const Packed& p, int64_t M, const GpuLinear& W, int64_t r0, int64_t rows,
-                                       float* y, int lane) {
-  if (!W.fp8 || !p.q8 || !p.qs_t || p.rows != M || !fp8_on_lt(M, rows, W.k)) return false;
+                                       void* y, int lane, bool y_bf16) {
+  if (!W.fp8 || !p.q8 || !p.qs_t || p.rows != M || !fp8_on_lt(M, rows, W.k, y_bf16)) return false;
   DI_ASSIGN_OR_RETURN(void* lws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
   const bool timed = tuning_.lt_timed && M <= kLtTimedMaxRows;
-  if (dc::fp8_linear_lt(p.q8, p.qs, M, W.lt_rows(r0, rows), y, false, lws, st(lane), timed)) return true;
-  lt_missing_.insert(std::make_tuple(M, rows, W.k));  // no plan for this shape: our kernels from now on
+  if (dc::fp8_linear_lt(p.q8, p.qs, M, W.lt_rows(r0, rows), y, y_bf16, lws, st(lane), timed)) return true;
+  lt_missing_.insert(std::make_tuple(M, rows, W.k, y_bf16));  // no plan for this shape: our kernels from now on
   return false;
 }
 
