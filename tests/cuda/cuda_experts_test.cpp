@@ -372,29 +372,32 @@ std::vector<float> dequant_rows(const std::vector<uint8_t>& q, const std::vector
   return out;
 }
 
-// moe_rows_fp8 at widths of 4 x 128 columns per warp (1536) and of 1 (384), top-k 2 (src row =
-// token i / 2) into shuffled slots: each slot's row, dequantised, is fake_fp8_rows of its token.
+// moe_rows_fp8 at widths of 4 x 128 columns per warp (1536) and of 1 (384), top-k 2, 6, 11 (src row =
+// token i / k) into shuffled slots: each slot's row, dequantised, is fake_fp8_rows of its token.
 TEST(CudaExperts, MoeRowsFp8AnyWidth) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(44);
-  const int64_t T = 5, k = 2, R = T * k;
-  for (const int64_t K : {int64_t(1536), int64_t(384)}) {
-    const auto h = randn(T * K, rng, 0.5f);
-    std::vector<int32_t> slot(R);
-    std::iota(slot.begin(), slot.end(), 0);
-    std::shuffle(slot.begin(), slot.end(), rng);
-    Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * K), xs(R * K / 128 * 4);
-    ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), T, static_cast<int>(k), K, dslot.as<int32_t>(), x8.as<uint8_t>(),
-                                 xs.as<float>(), R))
-        << dc::last_error();
-    const auto got = dequant_rows(download<uint8_t>(x8, R * K), download<float>(xs, R * K / 128), R, K);
-    auto ref = h;
-    numerics::fake_fp8_rows(ref.data(), T, K, 128);
-    for (int64_t i = 0; i < R; ++i)
-      EXPECT_EQ(first_bit_mismatch(std::vector<float>(got.begin() + slot[i] * K, got.begin() + (slot[i] + 1) * K),
-                                   std::vector<float>(ref.begin() + (i / k) * K, ref.begin() + (i / k + 1) * K)),
-                -1)
-          << "K=" << K << " row " << i;
+  const int64_t T = 5;
+  for (const int64_t k : {int64_t(2), int64_t(6), int64_t(11)}) {  // 11: past the kernel's 8 slots at a time
+    for (const int64_t K : {int64_t(1536), int64_t(384)}) {
+      const int64_t R = T * k;
+      const auto h = randn(T * K, rng, 0.5f);
+      std::vector<int32_t> slot(R);
+      std::iota(slot.begin(), slot.end(), 0);
+      std::shuffle(slot.begin(), slot.end(), rng);
+      Dev dh(h.data(), h.size() * 4), dslot(slot.data(), R * 4), x8(R * K), xs(R * K / 128 * 4);
+      ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), T, static_cast<int>(k), K, dslot.as<int32_t>(), x8.as<uint8_t>(),
+                                   xs.as<float>(), R))
+          << dc::last_error();
+      const auto got = dequant_rows(download<uint8_t>(x8, R * K), download<float>(xs, R * K / 128), R, K);
+      auto ref = h;
+      numerics::fake_fp8_rows(ref.data(), T, K, 128);
+      for (int64_t i = 0; i < R; ++i)
+        EXPECT_EQ(first_bit_mismatch(std::vector<float>(got.begin() + slot[i] * K, got.begin() + (slot[i] + 1) * K),
+                                     std::vector<float>(ref.begin() + (i / k) * K, ref.begin() + (i / k + 1) * K)),
+                  -1)
+            << "k=" << k << " K=" << K << " row " << i;
+    }
   }
 }
 

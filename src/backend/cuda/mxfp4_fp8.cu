@@ -319,6 +319,19 @@ __global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t T, int k,
   float4 f[U];
 #pragma unroll
   for (int u = 0; u < U; ++u) f[u] = *reinterpret_cast<const float4*>(src + t * K + (kb0 + u) * 128 + lane * 4);
+  // The slots' rows, kSlots at a time, loaded together (the first batch under the row loads): one
+  // round trip, not one per slot before its stores (8 tokens x top-6 had been 3.25 us, 2.97 as a
+  // warp per slot).
+  constexpr int kSlots = 8;
+  int64_t rows[kSlots];
+  auto load_rows = [&](int j0) {
+#pragma unroll
+    for (int j = 0; j < kSlots; ++j) {
+      const int64_t i = t * k + j0 + j;
+      rows[j] = j0 + j < k ? (slot_pos ? slot_pos[i] : i) : 0;
+    }
+  };
+  load_rows(0);
   const int word = 8 * ((lane >> 1) & 3) + 4 * (lane & 1) + (lane >> 3);
   uint32_t packed[U];
   float sc[U];
@@ -327,12 +340,16 @@ __global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t T, int k,
     const float v[4] = {f[u].x, f[u].y, f[u].z, f[u].w};
     sc[u] = quant4_e4m3_pow2(v, packed[u]);
   }
-  for (int j = 0; j < k; ++j) {
-    const int64_t i = t * k + j, row = slot_pos ? slot_pos[i] : i;
+  for (int j0 = 0; j0 < k; j0 += kSlots) {
+    if (j0 > 0) load_rows(j0);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      *reinterpret_cast<uint32_t*>(x8 + row * K + (kb0 + u) * 128 + word * 4) = packed[u];
-      if (lane == 0) xs[(kb0 + u) * rows_total + row] = sc[u];
+    for (int j = 0; j < kSlots; ++j) {
+      if (j0 + j >= k) break;
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        *reinterpret_cast<uint32_t*>(x8 + rows[j] * K + (kb0 + u) * 128 + word * 4) = packed[u];
+        if (lane == 0) xs[(kb0 + u) * rows_total + rows[j]] = sc[u];
+      }
     }
   }
 }
