@@ -21,6 +21,7 @@ for b in "$@"; do
     esac
   done
 done
-strip --strip-unneeded .device-bin/bin/* .device-bin/lib/*
+# (a binary may need none of the carried libraries: lib/ can be empty)
+strip --strip-unneeded .device-bin/bin/* $(find .device-bin/lib -type f)
 tar cJf .device-bin.tar.xz .device-bin
 du -sh .device-bin .device-bin.tar.xz; ls .device-bin/bin .device-bin/lib .device-bin/lib-stdcxx
