@@ -22,6 +22,6 @@ for b in "$@"; do
   done
 done
 # (a binary may need none of the carried libraries: lib/ can be empty)
-strip --strip-unneeded .device-bin/bin/* $(find .device-bin/lib -type f)
+find .device-bin/bin .device-bin/lib -type f -exec strip --strip-unneeded {} +
 tar cJf .device-bin.tar.xz .device-bin
 du -sh .device-bin .device-bin.tar.xz; ls .device-bin/bin .device-bin/lib .device-bin/lib-stdcxx
