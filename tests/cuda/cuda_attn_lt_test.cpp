@@ -325,13 +325,6 @@ TEST(CudaAttention, BatchInvariant) {
 
 // ---------------- prefill mode (window_row0) ----------------
 
-// First differing index of two equal-length arrays, or -1.
-int64_t first_mismatch(const std::vector<uint16_t>& x, const std::vector<uint16_t>& y) {
-  for (size_t i = 0; i < x.size(); ++i)
-    if (x[i] != y[i]) return static_cast<int64_t>(i);
-  return -1;
-}
-
 // The default mode's split by batch: the base split for one query, one split for a batch far past
 // the GPU's SMs, never more splits than the base's, a multiple of 64 that grows with the batch.
 TEST(CudaAttention, DecodeSplitRowsByBatch) {
@@ -369,7 +362,7 @@ TEST(CudaAttention, PrefixIndexEqualsExplicitIndex) {
       dc::DecodeAttnArgs args = attn_args(a, d, split, nullptr, nullptr, wg);
       args.index = nullptr, args.index_is_prefix = true, args.index_stride = 0;
       const auto prefix_rows = run_args(a, d, args);
-      EXPECT_EQ(-1, first_mismatch(explicit_rows, prefix_rows)) << "split " << split << " wgmma " << wg;
+      EXPECT_EQ(-1, first_bit_mismatch(explicit_rows, prefix_rows)) << "split " << split << " wgmma " << wg;
     }
 }
 
@@ -414,7 +407,7 @@ TEST(CudaAttention, PrefillRowsMatchRingAndReference) {
   for (const bool wg : {false, true}) {
     const auto ring = run_attention(a, d, split, nullptr, nullptr, wg);
     const auto pre = run_attention(a, d, split, &dchunk, &drow0, wg);
-    const int64_t bad = first_mismatch(ring, pre);
+    const int64_t bad = first_bit_mismatch(ring, pre);
     EXPECT_EQ(bad, -1) << "split " << split << ": prefill differs from ring mode first at element " << bad
                        << " (query " << bad / (kH * kD) << ", head " << (bad / kD) % kH << ", dim " << bad % kD << ")";
     double worst = 0;
@@ -467,7 +460,7 @@ TEST(CudaAttention, RingPointerTablesMatchContiguous) {
     args.window_ptrs = dring_ptrs.as<const uint16_t* const>();
     args.entry_ptrs = dentry_ptrs.as<const uint16_t* const>();
     const auto tables = run_args(a, d, args);
-    const int64_t bad = first_mismatch(contiguous, tables);
+    const int64_t bad = first_bit_mismatch(contiguous, tables);
     EXPECT_EQ(bad, -1) << "split " << split << ": pointer tables differ first at element " << bad << " (query "
                        << bad / (kH * kD) << ")";
     std::vector<float> y(tables.size());
@@ -478,7 +471,7 @@ TEST(CudaAttention, RingPointerTablesMatchContiguous) {
                 bad < 0 ? "yes" : "NO", e);
   }
   const auto one_a = run_attention(a, d, 1088), one_b = run_attention(a, d, 4096);
-  EXPECT_EQ(first_mismatch(one_a, one_b), -1) << "one split: the output depends on split_rows";
+  EXPECT_EQ(first_bit_mismatch(one_a, one_b), -1) << "one split: the output depends on split_rows";
 }
 
 // The two head layouts of the split kernel (16 heads per block, 4 blocks per (split, sequence), for
@@ -503,11 +496,11 @@ TEST(CudaAttention, HeadsPerBlockBitwise) {
       const auto o64 = run_args(a, d, args);
       args.heads_per_block = 0;
       const auto o_auto = run_args(a, d, args);
-      const int64_t bad = first_mismatch(o16, o64);
+      const int64_t bad = first_bit_mismatch(o16, o64);
       EXPECT_EQ(bad, -1) << "batch " << a.B << " split " << split << ": 16 vs 64 heads per block differ first at "
                          << bad << " (query " << bad / (kH * kD) << ", head " << (bad / kD) % kH << ", dim "
                          << bad % kD << ")";
-      EXPECT_EQ(first_mismatch(o_auto, o64), -1) << "batch " << a.B << " split " << split << ": automatic layout";
+      EXPECT_EQ(first_bit_mismatch(o_auto, o64), -1) << "batch " << a.B << " split " << split << ": automatic layout";
       std::vector<float> y(o16.size());
       for (size_t i = 0; i < y.size(); ++i) y[i] = bf16_to_f32(o16[i]);
       EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return std::isfinite(v); }))
@@ -599,7 +592,7 @@ TEST(CudaAttention, PrefillBeyondGridLimit) {
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     std::vector<uint16_t> small(n * qe);
     ASSERT_TRUE(dc::copy_to_host(small.data(), p.out.as<uint16_t>() + b0 * qe, small.size() * 2));
-    const int64_t bad = first_mismatch(from_big, small);
+    const int64_t bad = first_bit_mismatch(from_big, small);
     std::printf("prefill%s %lld queries (grid slices of 65535): non-finite outputs %zu; queries %lld..%lld == small "
                 "batch: %s\n",
                 wg ? " (wgmma)" : "", (long long)B, nonfinite, (long long)b0, (long long)(b0 + n - 1),
