@@ -34,6 +34,7 @@
 #include "model/deepseek_v4/compressor.h"
 #include "model/deepseek_v4/rope.h"
 #include "model/deepseek_v4/state.h"
+#include "model/numerics.h"
 
 namespace deepinfer::cudatest {
 namespace {
@@ -255,6 +256,34 @@ TEST(CudaCompress, RejectsBadArguments) {
   dc::IndexerArgs ia;
   ia.tokens = 1, ia.heads = 24;
   EXPECT_FALSE(dc::indexer_select(ia, nullptr));
+}
+
+// hadamard_fp4_rows (the indexer queries' reference rounding) is numerics::hadamard then
+// fake_fp4 per 32, bitwise, at the indexer's width (128) and the compressor's (512), on rows of
+// mixed magnitudes (ue8m0 scales from tiny to large); widths it cannot take are refused.
+TEST(CudaCompress, HadamardFp4RowsMatchNumerics) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(31);
+  for (const int64_t W : {128, 512}) {
+    const int64_t rows = 37;
+    std::vector<float> x = randn(size_t(rows * W), rng);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < W; ++i) x[r * W + i] *= std::ldexp(1.f, int(r % 11) * 3 - 15);
+    std::vector<float> ref = x;
+    for (int64_t r = 0; r < rows; ++r) {
+      numerics::hadamard(ref.data() + r * W, W);
+      numerics::fake_fp4(ref.data() + r * W, W, 32);
+    }
+    Dev d(x.data(), x.size() * 4);
+    ASSERT_TRUE(dc::hadamard_fp4_rows(d.as<float>(), rows, W)) << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    EXPECT_EQ(first_bit_mismatch(download<float>(d, x.size()), ref), -1) << "width " << W;
+  }
+  Dev d(size_t(4096) * 4);
+  EXPECT_FALSE(dc::hadamard_fp4_rows(d.as<float>(), 2, 96));
+  EXPECT_NE(dc::last_error().find("hadamard_fp4_rows"), std::string::npos) << dc::last_error();
+  EXPECT_FALSE(dc::hadamard_fp4_rows(d.as<float>(), 2, 2048));
+  EXPECT_FALSE(dc::hadamard_fp4_rows(nullptr, 2, 128));
 }
 
 // CompressorStepArgs::seq: sequences whose states are separate allocations (one launch through the

@@ -21,6 +21,7 @@ namespace deepinfer::testing {
 
 struct V4FlashSpec {
   int64_t layers = 4, experts = 16, top_k = 6, vocab = 2048, hash_layers = 1;
+  int64_t index_topk = 512;  // the real V4-Flash's; smaller makes the CSA selection matter at short contexts
   std::vector<int64_t> ratios{0, 4, 128, 4};
   uint64_t seed = 1234;
 };
@@ -109,7 +110,7 @@ inline nlohmann::json v4_flash_config(const V4FlashSpec& s) {
       {"compress_rates", {{"compressed_sparse_attention", 4}, {"heavily_compressed_attention", 128}}},
       {"compress_rope_theta", 160000.0}, {"hc_eps", 1e-6}, {"hc_mult", 4}, {"hc_sinkhorn_iters", 20},
       {"head_dim", 512}, {"hidden_size", 4096}, {"index_head_dim", 128}, {"index_n_heads", 64},
-      {"index_topk", 512}, {"layer_types", layer_types}, {"mlp_layer_types", mlp},
+      {"index_topk", s.index_topk}, {"layer_types", layer_types}, {"mlp_layer_types", mlp},
       {"max_position_embeddings", 1048576}, {"moe_intermediate_size", 2048}, {"n_routed_experts", s.experts},
       {"n_shared_experts", 1}, {"norm_topk_prob", true}, {"num_attention_heads", 64},
       {"num_experts_per_tok", s.top_k}, {"num_hidden_layers", s.layers}, {"num_key_value_heads", 1},

@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <climits>
 #include <string>
 
 #include "backend/cuda/compress_ops.h"
@@ -129,6 +130,43 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
   return s;
 }
 
+// The normalised Hadamard of a block's row x[0, W) in shared memory (numerics::hadamard's butterfly
+// order), then FP4 e2m1 per 32 with ue8m0 scales (numerics::fake_fp4): channel ch's value. W
+// threads (one channel each), W a power of two; scale holds W / 32 floats. Ends with x rotated.
+__device__ __forceinline__ float hadamard_fp4(float* x, float* scale, int W, int ch) {
+  for (int h = 1; h < W; h *= 2) {
+    if (ch < W / 2) {
+      const int k = (ch / h) * 2 * h + (ch % h);
+      const float p0 = x[k], p1 = x[k + h];
+      x[k] = p0 + p1;
+      x[k + h] = p0 - p1;
+    }
+    __syncthreads();
+  }
+  const float hs = 1.f / sqrtf(static_cast<float>(W));
+  x[ch] *= hs;
+  __syncthreads();
+  if (ch < W / 32) {
+    float amax = 0.f;
+    for (int k = ch * 32; k < ch * 32 + 32; ++k) amax = fmaxf(amax, fabsf(x[k]));
+    scale[ch] = fp4_scale(amax);
+  }
+  __syncthreads();
+  return round_e2m1(x[ch] / scale[ch / 32]) * scale[ch / 32];
+}
+
+// grid rows, width threads: hadamard_fp4 of each row of x, in place.
+__global__ void __launch_bounds__(kMaxWidth) hadamard_fp4_rows_kernel(float* __restrict__ x, int width) {
+  detail::pdl_entry();
+  __shared__ float row[kMaxWidth];
+  __shared__ float scale[kMaxWidth / 32];
+  float* const xr = x + static_cast<int64_t>(blockIdx.x) * width;
+  const int ch = threadIdx.x;
+  row[ch] = xr[ch];
+  __syncthreads();
+  xr[ch] = hadamard_fp4(row, scale, width, ch);
+}
+
 // grid (ceil(max_count / ratio), batch), width threads (one channel each).
 __global__ void __launch_bounds__(kMaxWidth) compress_pool_kernel(CompressorStepArgs a) {
   detail::pdl_entry();
@@ -183,26 +221,8 @@ __global__ void __launch_bounds__(kMaxWidth) compress_pool_kernel(CompressorStep
     }
     __syncthreads();
     if (ch < n) v = round_e4m3(x[ch] / scale[ch / 64]) * scale[ch / 64];
-  } else if (a.round_mode == 2) {  // normalised Hadamard, then FP4 e2m1 per 32, ue8m0 scales
-    for (int h = 1; h < W; h *= 2) {
-      if (ch < W / 2) {
-        const int k = (ch / h) * 2 * h + (ch % h);
-        const float p0 = x[k], p1 = x[k + h];
-        x[k] = p0 + p1;
-        x[k + h] = p0 - p1;
-      }
-      __syncthreads();
-    }
-    const float hs = 1.f / sqrtf(static_cast<float>(W));
-    x[ch] *= hs;
-    __syncthreads();
-    if (ch < W / 32) {
-      float amax = 0.f;
-      for (int k = ch * 32; k < ch * 32 + 32; ++k) amax = fmaxf(amax, fabsf(x[k]));
-      scale[ch] = fp4_scale(amax);
-    }
-    __syncthreads();
-    v = round_e2m1(x[ch] / scale[ch / 32]) * scale[ch / 32];
+  } else if (a.round_mode == 2) {
+    v = hadamard_fp4(x, scale, W, ch);
   }
   s.entries[static_cast<int64_t>(w) * W + ch] = __bfloat16_as_ushort(__float2bfloat16_rn(v));
 }
@@ -504,6 +524,15 @@ __global__ void __launch_bounds__(kTopkThreads) indexer_topk_kernel(IndexerArgs 
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+
+bool hadamard_fp4_rows(float* x, int64_t rows, int64_t width, void* stream) {
+  if (rows <= 0) return true;
+  if (!x || width < 32 || width > kMaxWidth || (width & (width - 1)) != 0 || rows > INT_MAX)
+    return fail("hadamard_fp4_rows: width must be a power of two from 32 to 1024, x non-null");
+  detail::launch_pdl(hadamard_fp4_rows_kernel, static_cast<unsigned>(rows), static_cast<unsigned>(width), 0,
+                     as_stream(stream), x, static_cast<int>(width));
+  return check_launch("hadamard_fp4_rows_kernel");
+}
 
 bool compressor_step(const CompressorStepArgs& a, void* stream) {
   if (a.batch <= 0 || a.max_count <= 0) return true;

@@ -65,6 +65,10 @@ struct CompressorStepArgs {
   int32_t round_mode = 0;
 };
 bool compressor_step(const CompressorStepArgs& a, void* stream = nullptr);
+/// Rows [rows, width] fp32 in place: the normalised Hadamard transform, then FP4 e2m1 per 32 with
+/// ue8m0 scales (numerics::hadamard then fake_fp4, bitwise): the reference's rounding of the
+/// indexer's queries, the same as round_mode 2 gives its keys. width a power of two, 32..1024.
+bool hadamard_fp4_rows(float* x, int64_t rows, int64_t width, void* stream = nullptr);
 
 /// Lightning indexer, one query row per token: score[e] = sum_h relu(q_h . key_e) / sqrt(Di) *
 /// w_h / sqrt(Hi) over the n_visible[t] entries of the query's sequence (keys row key_base[t] + e),

@@ -320,6 +320,9 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2, &a.qanp));
     DI_CUDA_TRY(dc::rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
                             L.inv_freq.as<float>(), st(2)));
+    // With reference rounding the keys went through Hadamard + FP4 (the compressor's round_mode 2):
+    // the queries too, as the reference does (else the scores would pair rotated keys with plain q).
+    if (c_.numerics.reference_rounding) DI_CUDA_TRY(dc::hadamard_fp4_rows(a.qidx, T * Hi, Di, st(2)));
     if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
   DI_TRY(mark(part::kAttnIndexer));
