@@ -233,8 +233,48 @@ ncu_ab() {
   done
 }
 
-# plan_finish: the benches' JSON into the call's output ($FINAL), the scratch folder as logs.tgz.
+# plan_finish: the scratch folder as $FINAL/logs.tgz, and the benches' JSON beside it where they
+# fit: a call brings back at most 8 files, so past 7 in all (logs.tgz counted) they stay in the
+# archive only (a run of 23 benches had lost logs.tgz itself to the limit).
 plan_finish() {
-  cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
+  local n_json n_final
   tar czf "$FINAL/logs.tgz" -C "$OUT" .
+  n_json=$(find "$OUT" -maxdepth 1 -name 'bench-*.json' | wc -l)
+  n_final=$(find "$FINAL" -type f | wc -l)
+  if [ $((n_json + n_final)) -le 8 ]; then
+    cp "$OUT"/bench-*.json "$FINAL/" 2>/dev/null
+  else
+    echo "plan_finish: $n_json bench JSON files kept in logs.tgz only (8 files come back)"
+  fi
+}
+
+# ncu_stalls NAME REGEX BIN ARGS...: Nsight Compute's warp-stall reasons (per issued instruction)
+# and the SASS page with its stall samples for the first 4 kernels matching REGEX in $BIN/BIN ARGS.
+# Output: $OUT/ncu-NAME.txt, NAME.ncu-rep; NAME-stalls.csv and NAME-sass.csv.gz also to $FINAL.
+ncu_stalls() {
+  local name=$1 regex=$2 bin=$3 m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' NCU
+  NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  [ -n "$NCU" ] || { echo "no ncu"; return; }
+  shift 3
+  echo "== ncu: stall reasons, $regex in $bin $*"
+  timeout 150 "$NCU" -k "regex:$regex" -c 4 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+    --metrics "$m" -o "$OUT/$name" "$BIN/$bin" "$@" > "$OUT/ncu-$name.txt" 2>&1
+  echo "rc=$?"
+  "$NCU" -i "$OUT/$name.ncu-rep" --page raw --csv --metrics "$m,gpu__time_duration.sum,launch__grid_size" \
+    > "$OUT/$name-stalls.csv" 2>&1
+  python3 - "$OUT/$name-stalls.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+hdr = next((r for r in rows if "Kernel Name" in r), None)
+if hdr:
+    for r in rows[rows.index(hdr) + 2:]:
+        d = dict(zip(hdr, r))
+        num = lambda v: float(v.replace(",", "")) if v.replace(",", "").replace(".", "").isdigit() else None
+        st = sorted(((num(v), k.split("stalled_")[1].split("_per")[0]) for k, v in d.items()
+                     if "stalled_" in k and num(v) is not None), reverse=True)
+        print(d.get("Kernel Name", "")[:50], "grid", d.get("launch__grid_size"), "ns", d.get("gpu__time_duration.sum"))
+        print("   ", " ".join(f"{n}={v:.2f}" for v, n in st[:9]))
+PY
+  "$NCU" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" 2>&1
+  gzip -f "$OUT/$name-sass.csv"; cp "$OUT/$name-sass.csv.gz" "$OUT/$name-stalls.csv" "$FINAL/" 2>/dev/null
 }

@@ -26,35 +26,6 @@ set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
 
-# ncu_stalls NAME REGEX BIN ARGS...: Nsight Compute's warp-stall reasons (per issued instruction)
-# and the SASS page with its stall samples for the first 4 kernels matching REGEX in $BIN/BIN ARGS.
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-ncu_stalls() {
-  local name=$1 regex=$2 bin=$3 m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
-  [ -n "$NCU" ] || { echo "no ncu"; return; }
-  shift 3
-  echo "== ncu: stall reasons, $regex in $bin $*"
-  timeout 150 "$NCU" -k "regex:$regex" -c 4 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
-    --metrics "$m" -o "$OUT/$name" "$BIN/$bin" "$@" > "$OUT/ncu-$name.txt" 2>&1
-  echo "rc=$?"
-  "$NCU" -i "$OUT/$name.ncu-rep" --page raw --csv --metrics "$m,gpu__time_duration.sum,launch__grid_size" \
-    > "$OUT/$name-stalls.csv" 2>&1
-  python3 - "$OUT/$name-stalls.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-hdr = next((r for r in rows if "Kernel Name" in r), None)
-if hdr:
-    for r in rows[rows.index(hdr) + 2:]:
-        d = dict(zip(hdr, r))
-        num = lambda v: float(v.replace(",", "")) if v.replace(",", "").replace(".", "").isdigit() else None
-        st = sorted(((num(v), k.split("stalled_")[1].split("_per")[0]) for k, v in d.items()
-                     if "stalled_" in k and num(v) is not None), reverse=True)
-        print(d.get("Kernel Name", "")[:50], "grid", d.get("launch__grid_size"), "ns", d.get("gpu__time_duration.sum"))
-        print("   ", " ".join(f"{n}={v:.2f}" for v, n in st[:9]))
-PY
-  "$NCU" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" 2>&1
-  gzip -f "$OUT/$name-sass.csv"; cp "$OUT/$name-sass.csv.gz" "$OUT/$name-stalls.csv" "$FINAL/" 2>/dev/null
-}
 ncu_stalls fp8x mxfp4_fp8_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x moe:32:48
 ncu_stalls wgmma256 fp8_wgmma_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x fp8paths:1024:4096:1:256
 ncu_stalls wgmma256g fp8_wgmma_kernel cuda_ops_bench${OPS_SUFFIX:-} /tmp/o.json x fp8paths:1024:4096:8:256
