@@ -262,19 +262,7 @@ ncu_stalls() {
   echo "rc=$?"
   "$NCU" -i "$OUT/$name.ncu-rep" --page raw --csv --metrics "$m,gpu__time_duration.sum,launch__grid_size" \
     > "$OUT/$name-stalls.csv" 2>&1
-  python3 - "$OUT/$name-stalls.csv" <<'PY'
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-hdr = next((r for r in rows if "Kernel Name" in r), None)
-if hdr:
-    for r in rows[rows.index(hdr) + 2:]:
-        d = dict(zip(hdr, r))
-        num = lambda v: float(v.replace(",", "")) if v.replace(",", "").replace(".", "").isdigit() else None
-        st = sorted(((num(v), k.split("stalled_")[1].split("_per")[0]) for k, v in d.items()
-                     if "stalled_" in k and num(v) is not None), reverse=True)
-        print(d.get("Kernel Name", "")[:50], "grid", d.get("launch__grid_size"), "ns", d.get("gpu__time_duration.sum"))
-        print("   ", " ".join(f"{n}={v:.2f}" for v, n in st[:9]))
-PY
+  python3 tools/device/ncu_stalls.py "$OUT/$name-stalls.csv" 9
   "$NCU" -i "$OUT/$name.ncu-rep" --page source --csv --print-source sass > "$OUT/$name-sass.csv" 2>&1
   gzip -f "$OUT/$name-sass.csv"; cp "$OUT/$name-sass.csv.gz" "$OUT/$name-stalls.csv" "$FINAL/" 2>/dev/null
 }
