@@ -1,28 +1,54 @@
 #!/usr/bin/env bash
-# Written 2026-12-06 at the end of the thirty-fourth slice's session (device time spent); not run.
-# Question: at decode batches 1-8 the FP8 expert kernels move their weights at ~1.8 TB/s (the
-# thirty-fourth slice's batch-1 ncu table: w1/w3 27.9 us for ~50 MB, w2 13.5 us for ~25 MB on an
-# H200), each of the 192 blocks taking its 32 (16) K chunks through a serial chain of ~0.8 us a
-# chunk. Which link of the chain (cp.async wait, the block barrier, the scale / table loads, the
-# dequantisation, wgmma wait, the promotion) holds the warps? Nsight Compute's warp-stall reasons
-# and its SASS stall samples for mxfp4_fp8_kernel at batch 1 and 8 (v4-flash-4, ctx 4k, states
-# filled; the first 4 launches: two layers' w1/w3 and w2 of the first decode step), and the
-# same for the batch-1 GEMV (fp8_gemv_kernel, ~57% of the copy rate) for comparison.
-# What to do with it: a chain bound by the barrier or the copy wait argues for warp-group
-# barriers / per-warpgroup stages; one bound by issue for a leaner dequantisation; a split of K
-# needs a smaller-register variant first (the kernel sits at 128 registers, two blocks an SM).
-# Build (here): ninja -C build deepinfer; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
-#   run(carry=[".device-bin.tar.xz"], timeout_s=420, command="tar xJf .device-bin.tar.xz &&
+# The thirty-fifth slice's plan (written 2026-12-06, session from 23:20): the FP8 experts' skinny
+# kernels (mxfp4_fp8_skinny.cu: groups of <= 16 rows, weights streamed GEMV-style on mma.sync, no
+# block barrier in the K loop) against the wgmma kernel they replace at decode batches 1-8.
+# (The earlier plan of this name, an ncu view of the wgmma kernel's chunk chain, never ran; this
+# replaces it.)
+# - tests: the FP8 expert kernels (skinny at every split, both MMA heights, against the CPU), the
+#   rows' plain order, the synthetic model's skinny-vs-wgmma logits, the model's GPU-vs-CPU tests;
+#   memcheck over the skinny test;
+# - op bench (cuda_ops_bench moe:E:m, CUDA-graph timed): w13 + SwiGLU + w2 for E experts of m rows,
+#   the wgmma FP8 kernel on tiled weights against the skinny ones at splits 0 (auto), 1, 2, 4;
+# - the model: v4-flash-4 decode ctx 4k at batch 1 / 8 (/ 16 with --moe-fp8-skinny-rows 16), the
+#   skinny kernels on (default) against off (--moe-fp8-skinny-rows -1), each twice, interleaved.
+# Build (here): ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
+#   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test}
+#   run(carry=[".device-bin.tar.xz"], timeout_s=560, command="tar xJf .device-bin.tar.xz &&
 #       tools/device/plan_thirty_fifth.sh")
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
-dec="bench --device cuda --synthetic v4-flash:4 --prompt-len 4096 --gen-len 2 --fill-state"
-# shellcheck disable=SC2086
-ncu_stalls experts-b1 mxfp4_fp8_kernel deepinfer $dec --batch 1
-# shellcheck disable=SC2086
-ncu_stalls experts-b8 mxfp4_fp8_kernel deepinfer $dec --batch 8
-# shellcheck disable=SC2086
-ncu_stalls gemv-b1 fp8_gemv_kernel deepinfer $dec --batch 1
-tar czf "$FINAL/logs.tgz" -C "$OUT" .
+run_test_specs 60:cuda_experts_test:*Fp8*
+echo "expert tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
+rc_experts=$TEST_RC
+grep -hE "fp8 experts \(skinny" "$OUT"/test-*.txt | head -8
+for c in 6:1 48:1 12:16; do
+  echo "== op bench moe:$c"
+  timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-$c.json" x "moe:$c" > "$OUT/ops-$c.txt" 2>&1
+  grep -E "moe_fp8_tiled|moe_fp8_skinny" "$OUT/ops-$c.txt" | sed 's/  */ /g' | cut -c1-160
+done
+f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
+export BENCH_CONFIGS="${BENCH_CONFIGS:-off-b1 $f4 --batch 1 --moe-fp8-skinny-rows -1
+b1 $f4 --batch 1
+off-b8 $f4 --batch 8 --moe-fp8-skinny-rows -1
+b8 $f4 --batch 8
+off-b1b $f4 --batch 1 --moe-fp8-skinny-rows -1
+b1b $f4 --batch 1
+off-b8b $f4 --batch 8 --moe-fp8-skinny-rows -1
+b8b $f4 --batch 8
+off-b16 $f4 --batch 16 --moe-fp8-skinny-rows -1
+s16-b16 $f4 --batch 16 --moe-fp8-skinny-rows 16
+s1-b1 $f4 --batch 1 --moe-fp8-skinny-split 1
+s2-b1 $f4 --batch 1 --moe-fp8-skinny-split 2
+s4-b1 $f4 --batch 1 --moe-fp8-skinny-split 4
+s2-b8 $f4 --batch 8 --moe-fp8-skinny-split 2}"
+run_benches "$BIN/deepinfer" 150 | grep -E "rc=|^decode " | cut -c1-150
+run_test_specs 80:cuda_v4_synthetic_test:*Skinny*:*TuningChangesNoBits* 100:cuda_v4_model_test \
+  20:cuda_compress_test:CudaCompress.RejectsBadArguments
+[ "$rc_experts" = 0 ] || TEST_RC=1
+echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
+grep -hE "^skinny|^wide vs" "$OUT"/test-*.txt | head -6
+run_sanitized "$BIN" 60 "memcheck:cuda_experts_test:*Fp8Skinny*"
+echo "san rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
+plan_finish
 echo "done ($((SECONDS - START)) s)"
