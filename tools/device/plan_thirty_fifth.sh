@@ -13,7 +13,7 @@
 #   skinny kernels on (default) against off (--moe-fp8-skinny-rows -1), each twice, interleaved.
 # Build (here): ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
 #   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test}
-#   run(carry=[".device-bin.tar.xz"], timeout_s=560, command="tar xJf .device-bin.tar.xz &&
+#   run(carry=[".device-bin.tar.xz"], timeout_s=450, command="tar xJf .device-bin.tar.xz &&
 #       tools/device/plan_thirty_fifth.sh")
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
@@ -22,33 +22,33 @@ run_test_specs 60:cuda_experts_test:*Fp8*
 echo "expert tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 rc_experts=$TEST_RC
 grep -hE "fp8 experts \(skinny" "$OUT"/test-*.txt | head -8
-for c in 6:1 48:1 12:16; do
+for c in 6:1 12:1 24:1 48:1; do
   echo "== op bench moe:$c"
-  timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-$c.json" x "moe:$c" > "$OUT/ops-$c.txt" 2>&1
+  timeout 30 "$BIN/cuda_ops_bench" "$OUT/ops-$c.json" x "moe:$c" > "$OUT/ops-$c.txt" 2>&1
   grep -E "moe_fp8_tiled|moe_fp8_skinny" "$OUT/ops-$c.txt" | sed 's/  */ /g' | cut -c1-160
 done
 f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
+on="--moe-fp8-skinny-rows 8"
 export BENCH_CONFIGS="${BENCH_CONFIGS:-off-b1 $f4 --batch 1 --moe-fp8-skinny-rows -1
-b1 $f4 --batch 1
+b1 $f4 --batch 1 $on
 off-b8 $f4 --batch 8 --moe-fp8-skinny-rows -1
-b8 $f4 --batch 8
+b8 $f4 --batch 8 $on
 off-b1b $f4 --batch 1 --moe-fp8-skinny-rows -1
-b1b $f4 --batch 1
-off-b8b $f4 --batch 8 --moe-fp8-skinny-rows -1
-b8b $f4 --batch 8
-off-b16 $f4 --batch 16 --moe-fp8-skinny-rows -1
-s16-b16 $f4 --batch 16 --moe-fp8-skinny-rows 16
-s1-b1 $f4 --batch 1 --moe-fp8-skinny-split 1
-s2-b1 $f4 --batch 1 --moe-fp8-skinny-split 2
-s4-b1 $f4 --batch 1 --moe-fp8-skinny-split 4
-s2-b8 $f4 --batch 8 --moe-fp8-skinny-split 2}"
-run_benches "$BIN/deepinfer" 150 | grep -E "rc=|^decode " | cut -c1-150
-run_test_specs 80:cuda_v4_synthetic_test:*Skinny*:*TuningChangesNoBits* 100:cuda_v4_model_test \
+b1b $f4 --batch 1 $on
+off-b2 $f4 --batch 2 --moe-fp8-skinny-rows -1
+b2 $f4 --batch 2 $on
+off-b4 $f4 --batch 4 --moe-fp8-skinny-rows -1
+b4 $f4 --batch 4 $on
+s2-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 2
+s4-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 4
+s1-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 1}"
+run_benches "$BIN/deepinfer" 100 | grep -E "rc=|^decode " | cut -c1-150
+run_test_specs 60:cuda_v4_synthetic_test:*Skinny*:*TuningChangesNoBits* 80:cuda_v4_model_test \
   20:cuda_compress_test:CudaCompress.RejectsBadArguments
 [ "$rc_experts" = 0 ] || TEST_RC=1
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 grep -hE "^skinny|^wide vs" "$OUT"/test-*.txt | head -6
-run_sanitized "$BIN" 60 "memcheck:cuda_experts_test:*Fp8Skinny*"
+run_sanitized "$BIN" 40 "memcheck:cuda_experts_test:*Fp8Skinny*"
 echo "san rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
 plan_finish
 echo "done ($((SECONDS - START)) s)"
