@@ -536,7 +536,7 @@ bool hadamard_fp4_rows(float* x, int64_t rows, int64_t width, void* stream) {
 
 bool compressor_step(const CompressorStepArgs& a, void* stream) {
   if (a.batch <= 0 || a.max_count <= 0) return true;
-  if (a.round_mode < 0 || a.round_mode > 2) return fail("compressor_step: round_mode " + std::to_string(a.round_mode) + " not implemented on CUDA");
+  if (a.round_mode < 0 || a.round_mode > 2) return fail("compressor_step: round_mode must be 0, 1 or 2, not " + std::to_string(a.round_mode));
   if (a.ratio <= 0 || a.width <= 0 || a.width > kMaxWidth || a.width % 32 != 0 || a.rope_dim < 0 ||
       a.rope_dim % 2 != 0 || a.rope_dim > a.width)
     return fail("compressor_step: unsupported ratio / width / rope_dim");
