@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# The thirty-fifth slice's plan (written 2026-12-06, session from 23:20): the FP8 experts' skinny
-# kernels (mxfp4_fp8_skinny.cu: groups of <= 16 rows, weights streamed GEMV-style on mma.sync, no
-# block barrier in the K loop) against the wgmma kernel they replace at decode batches 1-8.
-# (The earlier plan of this name, an ncu view of the wgmma kernel's chunk chain, never ran; this
-# replaces it.)
+# The thirty-fifth slice's plan (written 2026-12-06, session from 23:20), run with
+# tools/device/pending/thirty-fifth-skinny-experts.patch applied: the FP8 experts' skinny kernels
+# (mxfp4_fp8_skinny.cu: groups of <= 16 rows, each warp streaming its weights through its own
+# cp.async ring on mma.sync, no barrier in the K loop) against the wgmma kernel at decode batches
+# 1-8. Its first run (2026-12-07 00:31, H100) was of the first version (weights in registers):
+# correct, 0.61-0.77x the wgmma kernel, dropped (docs/performance.md, the thirty-fifth slice); the
+# patch now holds the ring version, never run. (An earlier plan of this name, an ncu view of the
+# wgmma kernel's chunk chain, never ran; this replaced it.)
 # - tests: the FP8 expert kernels (skinny at every split, both MMA heights, against the CPU), the
-#   rows' plain order, the synthetic model's skinny-vs-wgmma logits, the model's GPU-vs-CPU tests;
-#   memcheck over the skinny test;
+#   rows' plain order, the synthetic model's skinny-vs-wgmma logits and TuningChangesNoBits (now
+#   that set_tuning drops captured graphs, its decode rows compare for real), the model's
+#   GPU-vs-CPU tests; memcheck over the skinny test;
 # - op bench (cuda_ops_bench moe:E:m, CUDA-graph timed): w13 + SwiGLU + w2 for E experts of m rows,
 #   the wgmma FP8 kernel on tiled weights against the skinny ones at splits 0 (auto), 1, 2, 4;
-# - the model: v4-flash-4 decode ctx 4k at batch 1 / 8 (/ 16 with --moe-fp8-skinny-rows 16), the
-#   skinny kernels on (default) against off (--moe-fp8-skinny-rows -1), each twice, interleaved.
-# Build (here): ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
+# - the model: v4-flash-4 decode ctx 4k at batch 1 (twice), 2, 4, 8, skinny (rows 8) against off
+#   (--moe-fp8-skinny-rows -1), and the splits at batch 1: set the default rows from these;
+# - then where batch 8's step goes (ncu, one step kernel by kernel).
+# Build (here): git apply the patch; ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
 #   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test}
 #   run(carry=[".device-bin.tar.xz"], timeout_s=450, command="tar xJf .device-bin.tar.xz &&
-#       tools/device/plan_thirty_fifth.sh")
+#       tools/device/plan_thirty_fifth.sh")  (~70 s, then the b8 ncu table up to TOTAL_S=400)
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
@@ -50,5 +55,10 @@ echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 grep -hE "^skinny|^wide vs" "$OUT"/test-*.txt | head -6
 run_sanitized "$BIN" 40 "memcheck:cuda_experts_test:*Fp8Skinny*"
 echo "san rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
+# Where batch 8 goes, now that its routed experts sit at ~1.06x their floor (the first version's op
+# bench): one decode step kernel by kernel (the wgmma experts, the default's choice at b8 unless
+# this call finds otherwise).
+ncu_step_table $((${TOTAL_S:-400} - (SECONDS - START))) \
+  "--synthetic v4-flash:4 --batch 8 --prompt-len 4096 --gen-len 3 --fill-state --moe-fp8-skinny-rows -1" 60
 plan_finish
 echo "done ($((SECONDS - START)) s)"
