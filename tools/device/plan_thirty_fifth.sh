@@ -15,7 +15,8 @@
 #   the wgmma FP8 kernel on tiled weights against the skinny ones at splits 0 (auto), 1, 2, 4;
 # - the model: v4-flash-4 decode ctx 4k at batch 1 (twice), 2, 4, 8, skinny (rows 8) against off
 #   (--moe-fp8-skinny-rows -1), and the splits at batch 1: set the default rows from these;
-# - then where batch 8's step goes (ncu, one step kernel by kernel).
+# - the FP8 decode GEMV alone per V4 shape (fp8dec); then where batch 8's step goes (ncu, one step
+#   kernel by kernel).
 # Build (here): git apply the patch; ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
 #   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test}
 #   run(carry=[".device-bin.tar.xz"], timeout_s=450, command="tar xJf .device-bin.tar.xz &&
@@ -55,6 +56,12 @@ echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 grep -hE "^skinny|^wide vs" "$OUT"/test-*.txt | head -6
 run_sanitized "$BIN" 40 "memcheck:cuda_experts_test:*Fp8Skinny*"
 echo "san rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
+# The FP8 decode GEMV alone at the V4 shapes (M 1, 8, 16): its GB/s per shape against the copy
+# rate, for the b1 step's largest excess (29 GEMVs a step, ~57% of the copy rate in the
+# thirty-fourth slice's table).
+echo "== op bench fp8dec"
+timeout 40 "$BIN/cuda_ops_bench" "$OUT/ops-fp8dec.json" x fp8dec > "$OUT/ops-fp8dec.txt" 2>&1
+grep -E "^fp8_gemm/dec|^fp8_linear/dec|copy" "$OUT/ops-fp8dec.txt" | sed 's/  */ /g' | cut -c1-150 | head -24
 # Where batch 8 goes, now that its routed experts sit at ~1.06x their floor (the first version's op
 # bench): one decode step kernel by kernel (the wgmma experts, the default's choice at b8 unless
 # this call finds otherwise).
