@@ -15,16 +15,17 @@
 #   the wgmma FP8 kernel on tiled weights against the skinny ones at splits 0 (auto), 1, 2, 4;
 # - the model: v4-flash-4 decode ctx 4k at batch 1 (twice), 2, 4, 8, skinny (rows 8) against off
 #   (--moe-fp8-skinny-rows -1), and the splits at batch 1: set the default rows from these;
-# - the FP8 decode GEMV alone per V4 shape (fp8dec); then where batch 8's step goes (ncu, one step
-#   kernel by kernel).
+# - the FP8 decode GEMV's ring loads (--fp8-gemv-ring; bitwise the same results, CudaOps.Fp8*Linear*)
+#   against its register sets: per V4 shape (fp8dec) and in the model at b1 / b8; then where batch
+#   8's step goes (ncu, one step kernel by kernel).
 # Build (here): git apply the patch; ninja -C build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
-#   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test}
+#   build/tests/cuda/{cuda_experts_test,cuda_v4_synthetic_test,cuda_v4_model_test,cuda_ops_bench,cuda_compress_test,cuda_ops_test}
 #   run(carry=[".device-bin.tar.xz"], timeout_s=450, command="tar xJf .device-bin.tar.xz &&
 #       tools/device/plan_thirty_fifth.sh")  (~70 s, then the b8 ncu table up to TOTAL_S=400)
 set -uo pipefail
 source "$(dirname "$0")/loops.sh"
 plan_start
-run_test_specs 60:cuda_experts_test:*Fp8*
+run_test_specs 60:cuda_experts_test:*Fp8* 60:cuda_ops_test:CudaOps.Fp8*LinearMatchesCpu
 echo "expert tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 rc_experts=$TEST_RC
 grep -hE "fp8 experts \(skinny" "$OUT"/test-*.txt | head -8
@@ -47,8 +48,11 @@ off-b4 $f4 --batch 4 --moe-fp8-skinny-rows -1
 b4 $f4 --batch 4 $on
 s2-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 2
 s4-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 4
-s1-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 1}"
-run_benches "$BIN/deepinfer" 100 | grep -E "rc=|^decode " | cut -c1-150
+s1-b1 $f4 --batch 1 $on --moe-fp8-skinny-split 1
+ring-b1 $f4 --batch 1 --moe-fp8-skinny-rows -1 --fp8-gemv-ring
+ring-b8 $f4 --batch 8 --moe-fp8-skinny-rows -1 --fp8-gemv-ring
+ring-b1b $f4 --batch 1 --moe-fp8-skinny-rows -1 --fp8-gemv-ring}"
+run_benches "$BIN/deepinfer" 120 | grep -E "rc=|^decode " | cut -c1-150
 run_test_specs 60:cuda_v4_synthetic_test:*Skinny*:*TuningChangesNoBits* 80:cuda_v4_model_test \
   20:cuda_compress_test:CudaCompress.RejectsBadArguments
 [ "$rc_experts" = 0 ] || TEST_RC=1
