@@ -11,21 +11,26 @@
 
 namespace deepinfer::testing {
 
-/// Logits [tokens.size(), vocab] for `tokens` prefilled at once from a fresh state.
+/// Logits [tokens.size(), vocab] of a loaded model for `tokens` prefilled at once from a fresh state.
+inline Result<std::vector<float>> prefill_logits(v4::V4Model& model, const std::vector<int32_t>& tokens) {
+  v4::SequenceState st = model.new_sequence();
+  v4::SeqInput in;
+  in.state = &st;
+  in.tokens = tokens;
+  in.all_logits = true;
+  v4::ForwardOutput out;
+  DI_TRY(model.forward(std::span<const v4::SeqInput>(&in, 1), out));
+  return out.logits;
+}
+
+/// The same for the model folder `dir`, loaded on a CPU backend of `threads` threads.
 inline Result<std::vector<float>> v4_logits(const std::string& dir, const std::vector<int32_t>& tokens,
                                             int threads = 2) {
   BackendConfig bc;
   bc.num_threads = threads;
   DI_ASSIGN_OR_RETURN(auto backend, Backend::create(bc));
   DI_ASSIGN_OR_RETURN(auto model, v4::V4Model::load(dir, *backend));
-  v4::SequenceState st = model->new_sequence();
-  v4::SeqInput in;
-  in.state = &st;
-  in.tokens = tokens;
-  in.all_logits = true;
-  v4::ForwardOutput out;
-  DI_TRY(model->forward(std::span<const v4::SeqInput>(&in, 1), out));
-  return out.logits;
+  return prefill_logits(*model, tokens);
 }
 
 /// Only the load step, for error tests.

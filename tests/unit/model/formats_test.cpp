@@ -202,14 +202,7 @@ Result<std::vector<float>> load_and_run(const std::string& dir, const std::vecto
     check("model.layers.2.ffn.experts.0.w2.weight", w.layers[2].ffn.w2[0]);
     check("model.layers.0.ffn.shared_experts.w3.weight", w.layers[0].ffn.shared_w3);
   }
-  v4::SequenceState st = model->new_sequence();
-  v4::SeqInput in;
-  in.state = &st;
-  in.tokens = tokens;
-  in.all_logits = true;
-  v4::ForwardOutput out;
-  DI_TRY(model->forward(std::span<const v4::SeqInput>(&in, 1), out));
-  return out.logits;
+  return prefill_logits(*model, tokens);
 }
 
 const std::vector<Variant>& variants() {
