@@ -18,87 +18,25 @@
 #include <vector>
 
 #include "backend/cuda/cuda_ops.h"
+#include "cuda_util/op_timing.h"
 
 namespace dc = deepinfer::cuda;
-
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define OK(x)                                                                                                   \
-  do {                                                                                                          \
-    if (!(x)) {                                                                                                 \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #x, dc::last_error().c_str());         \
-      std::exit(1);                                                                                             \
-    }                                                                                                           \
-  } while (0)
+namespace db = deepinfer::bench;
 
 namespace {
 
 cudaStream_t g_stream;
 double g_bw = 0, g_fp8_peak = 0;
 
-void* dalloc(size_t n) {
-  void* p = nullptr;
-  n = std::max<size_t>(n, 256);
-  CK(cudaMalloc(&p, n));
-  OK(dc::fill_random_bytes(p, (n / 4) * 4, reinterpret_cast<uintptr_t>(p), g_stream));
-  // The fill runs on g_stream (non-blocking): finished before the caller's cudaMemcpy on the legacy
-  // stream, which is not ordered after it (the race had overwritten uploaded counts with random bytes).
-  CK(cudaStreamSynchronize(g_stream));
-  return p;
-}
+void* dalloc(size_t n) { return db::dalloc(n, g_stream); }
 template <class T>
 T* upload(const std::vector<T>& v) {
-  T* p = static_cast<T*>(dalloc(v.size() * sizeof(T)));
-  CK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
+  return db::upload(v, g_stream);
 }
-
 double time_graph(int reps, const std::function<void(int)>& body, bool use_graph = true) {
-  for (int i = 0; i < 2; ++i) body(i);
-  CK(cudaStreamSynchronize(g_stream));
-  cudaGraphExec_t exec = nullptr;
-  if (use_graph) {
-    cudaGraph_t graph;
-    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; ++i) body(i);
-    CK(cudaStreamEndCapture(g_stream, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphDestroy(graph));
-    CK(cudaGraphLaunch(exec, g_stream));
-  }
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a, g_stream));
-    if (use_graph)
-      CK(cudaGraphLaunch(exec, g_stream));
-    else
-      for (int i = 0; i < reps; ++i) body(i);
-    CK(cudaEventRecord(b, g_stream));
-    CK(cudaEventSynchronize(b));
-    float t;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t / reps);
-  }
-  if (exec) CK(cudaGraphExecDestroy(exec));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[3];
+  return db::time_graph(g_stream, reps, body, use_graph);
 }
-
-int rotation(size_t bytes_per_call, int max_sets = 32) {
-  const size_t target = size_t(512) << 20;
-  return static_cast<int>(std::clamp<size_t>((target + bytes_per_call - 1) / bytes_per_call, 1, max_sets));
-}
+using db::rotation;
 
 struct Row {
   std::string op, shape, note;
@@ -120,50 +58,12 @@ void report(Row r) {
 }
 
 void measure_ceilings() {
-  const size_t n = size_t(2) << 30;
-  void* a = dalloc(n);
-  void* b = dalloc(n);
-  const double ms = time_graph(5, [&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, g_stream)); }, false);
-  g_bw = 2.0 * n / (ms * 1e-3);
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  const int s = 8192;
-  std::vector<uint8_t> h(size_t(s) * s);
-  std::mt19937 rng(5);
-  for (auto& v : h) {
-    v = static_cast<uint8_t>(rng());
-    if ((v & 0x7f) == 0x7f) v ^= 1;
-  }
-  uint8_t* x8 = upload(h);
-  uint8_t* w8 = upload(h);
-  void* y = dalloc(size_t(s) * s * 2);
-  cublasLtHandle_t lt;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  cublasLtMatmulPreference_t pref;
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
-  const size_t wsz = size_t(64) << 20;
-  bool ok = cublasLtCreate(&lt) == 0 && cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == 0 &&
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA)) == 0 &&
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB)) == 0 &&
-            cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, s, s, s) == 0 &&
-            cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, s, s, s) == 0 &&
-            cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, s, s, s) == 0 && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof(wsz)) == 0 &&
-            cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) == 0 && found > 0;
-  if (!ok) {
+  g_bw = db::measure_copy_rate(g_stream);
+  g_fp8_peak = db::measure_fp8_gemm_rate(g_stream);
+  if (g_fp8_peak <= 0) {
     std::printf("dense FP8 cuBLASLt unavailable\n");
     std::exit(1);
   }
-  void* ws = dalloc(wsz);
-  const float one = 1.f, zero = 0.f;
-  const double fms = time_graph(
-      5, [&](int) { cublasLtMatmul(lt, desc, &one, w8, la, x8, lb, &zero, y, lc, y, lc, &heur.algo, ws, wsz, g_stream); },
-      false);
-  g_fp8_peak = 2.0 * s * s * double(s) / (fms * 1e-3);
-  for (void* p : {static_cast<void*>(x8), static_cast<void*>(w8), y, ws}) CK(cudaFree(p));
   std::printf("ceilings: copy %.0f GB/s, dense FP8 GEMM %.0f TF/s (8192^3, cuBLASLt, tensor-wide scales)\n",
               g_bw / 1e9, g_fp8_peak / 1e12);
 }

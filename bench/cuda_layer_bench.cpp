@@ -29,24 +29,11 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/layer_ops.h"
+#include "cuda_util/op_timing.h"
 
 namespace dc = deepinfer::cuda;
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define OK(x)                                                                                           \
-  do {                                                                                                  \
-    if (!(x)) {                                                                                         \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #x, dc::last_error().c_str()); \
-      std::exit(1);                                                                                     \
-    }                                                                                                   \
-  } while (0)
+namespace db = deepinfer::bench;
 
 namespace {
 
@@ -58,11 +45,7 @@ cudaStream_t g_s;
 uint64_t g_seed = 1;
 double g_bw = 0;
 
-void* dalloc(size_t n) {
-  void* p = nullptr;
-  CK(cudaMalloc(&p, std::max<size_t>(n, 256)));
-  return p;
-}
+void* dalloc(size_t n) { return db::dalloc(n, g_s, false); }
 template <class T>
 T* rnd(int64_t count, dc::RandomKind k, float a, float b = 0.f) {
   const size_t es = (k == dc::RandomKind::kBf16) ? 2 : (k == dc::RandomKind::kF32) ? 4 : 1;
@@ -315,37 +298,8 @@ void moe_half(Acts& a, const Layer& L) {
   OK(dc::hc_post(a.X, B, D, a.post, a.comb, a.f, g_s));
 }
 
-double time_graph(const std::function<void()>& body) {
-  body();
-  CK(cudaStreamSynchronize(g_s));
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CK(cudaStreamBeginCapture(g_s, cudaStreamCaptureModeThreadLocal));
-  body();
-  CK(cudaStreamEndCapture(g_s, &graph));
-  CK(cudaGraphInstantiate(&exec, graph, 0));
-  CK(cudaGraphDestroy(graph));
-  CK(cudaGraphLaunch(exec, g_s));
-  CK(cudaStreamSynchronize(g_s));
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 9; ++r) {
-    CK(cudaEventRecord(e0, g_s));
-    CK(cudaGraphLaunch(exec, g_s));
-    CK(cudaEventRecord(e1, g_s));
-    CK(cudaEventSynchronize(e1));
-    float t;
-    CK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  CK(cudaGraphExecDestroy(exec));
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  std::sort(ms.begin(), ms.end());
-  return ms[4];
-}
+// Median ms of 9 replays of a graph of one `body`.
+double time_graph(const std::function<void()>& body) { return db::time_graph(g_s, 1, [&](int) { body(); }, true, 9); }
 
 struct Row {
   int B;
@@ -369,29 +323,7 @@ int main(int argc, char** argv) {
     CK(cudaEventCreateWithFlags(&g_join[i], cudaEventDisableTiming));
   }
   CK(cudaEventCreateWithFlags(&g_fork, cudaEventDisableTiming));
-  {  // copy bandwidth (bytes read + written)
-    const size_t n = size_t(2) << 30;
-    void* x = dalloc(n);
-    void* y = dalloc(n);
-    CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice, g_s));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ms;
-    for (int r = 0; r < 5; ++r) {
-      CK(cudaEventRecord(e0, g_s));
-      CK(cudaMemcpyAsync(y, x, n, cudaMemcpyDeviceToDevice, g_s));
-      CK(cudaEventRecord(e1, g_s));
-      CK(cudaEventSynchronize(e1));
-      float t;
-      CK(cudaEventElapsedTime(&t, e0, e1));
-      ms.push_back(t);
-    }
-    std::sort(ms.begin(), ms.end());
-    g_bw = 2.0 * n / (ms[2] * 1e-3);
-    CK(cudaFree(x));
-    CK(cudaFree(y));
-  }
+  g_bw = db::measure_copy_rate(g_s);
   std::printf("copy bandwidth %.1f GB/s; %d layers, expert %.2f MB\n", g_bw / 1e9, NL, kExpertBytes / 1e6);
   std::vector<Layer> layers;
   for (int l = 0; l < NL; ++l) layers.push_back(make_layer());

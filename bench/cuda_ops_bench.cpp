@@ -20,82 +20,22 @@
 
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/layer_ops.h"
+#include "cuda_util/op_timing.h"
 
 namespace dc = deepinfer::cuda;
 
-#define CK(x)                                                                                 \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
-#define OK(x)                                                                        \
-  do {                                                                               \
-    if (!(x)) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s failed: %s\n", __FILE__, __LINE__, #x,          \
-                   dc::last_error().c_str());                                        \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+namespace db = deepinfer::bench;
 
 namespace {
 
 cudaStream_t g_stream;
 double g_bw = 0, g_bf16_peak = 0, g_fp8_peak = 0;  // bytes/s, FLOP/s
 
-void* dalloc(size_t n) {
-  void* p = nullptr;
-  CK(cudaMalloc(&p, std::max<size_t>(n, 256)));
-  OK(dc::fill_random_bytes(p, (std::max<size_t>(n, 256) / 4) * 4, reinterpret_cast<uintptr_t>(p), g_stream));
-  // The fill runs on g_stream (non-blocking): finished before the caller's cudaMemcpy on the legacy
-  // stream, which is not ordered after it (the race had overwritten uploaded counts with random bytes).
-  CK(cudaStreamSynchronize(g_stream));
-  return p;
-}
-
-// Median ms of one call of `body(i)` (i = call index), graph of `reps` calls, 7 replays.
+void* dalloc(size_t n) { return db::dalloc(n, g_stream); }
 double time_graph(int reps, const std::function<void(int)>& body, bool use_graph = true) {
-  for (int i = 0; i < 2; ++i) body(i);  // warm-up (module load, handles)
-  CK(cudaStreamSynchronize(g_stream));
-  cudaGraphExec_t exec = nullptr;
-  if (use_graph) {
-    cudaGraph_t graph;
-    CK(cudaStreamBeginCapture(g_stream, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < reps; ++i) body(i);
-    CK(cudaStreamEndCapture(g_stream, &graph));
-    CK(cudaGraphInstantiate(&exec, graph, 0));
-    CK(cudaGraphDestroy(graph));
-    CK(cudaGraphLaunch(exec, g_stream));
-  }
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  std::vector<float> ms;
-  for (int r = 0; r < 7; ++r) {
-    CK(cudaEventRecord(a, g_stream));
-    if (use_graph)
-      CK(cudaGraphLaunch(exec, g_stream));
-    else
-      for (int i = 0; i < reps; ++i) body(i);
-    CK(cudaEventRecord(b, g_stream));
-    CK(cudaEventSynchronize(b));
-    float t;
-    CK(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(t / reps);
-  }
-  if (exec) CK(cudaGraphExecDestroy(exec));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  std::sort(ms.begin(), ms.end());
-  return ms[3];
+  return db::time_graph(g_stream, reps, body, use_graph);
 }
-
-int rotation(size_t bytes_per_call) {
-  const size_t target = size_t(512) << 20;
-  return static_cast<int>(std::clamp<size_t>((target + bytes_per_call - 1) / bytes_per_call, 1, 32));
-}
+using db::rotation;
 
 struct Row {
   std::string op, shape;
@@ -137,15 +77,8 @@ void blas_bf16(const void* w, const void* x, void* y, int M, int N, int K, int b
 }
 
 void measure_ceilings() {
-  // Copy bandwidth: 2 GiB device-to-device, bytes read + written.
-  const size_t n = size_t(2) << 30;
-  void* a = dalloc(n);
-  void* b = dalloc(n);
-  const double ms = time_graph(5, [&](int) { CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, g_stream)); }, false);
-  g_bw = 2.0 * n / (ms * 1e-3);
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  // bf16 GEMM 8192^3 (random data).
+  g_bw = db::measure_copy_rate(g_stream);
+  // bf16 GEMM 8192^3 through cuBLAS.
   const int s = 8192;
   void* x = dalloc(size_t(s) * s * 2);
   void* w = dalloc(size_t(s) * s * 2);
@@ -159,44 +92,14 @@ void measure_ceilings() {
   }
   const double gms = time_graph(5, [&](int) { blas_bf16(w, x, y, s, s, s, 1); }, false);
   g_bf16_peak = 2.0 * s * s * double(s) / (gms * 1e-3);
-  // FP8 GEMM 8192^3 through cuBLASLt (TN, e4m3 in, bf16 out, unit scales); random e4m3 bytes.
-  uint8_t* x8 = static_cast<uint8_t*>(x);
-  uint8_t* w8 = static_cast<uint8_t*>(w);  // reuse: the bf16 bytes reread as e4m3 are finite except 0x7f/0xff
-  cublasLtHandle_t lt;
-  cublasLtMatmulDesc_t desc;
-  cublasLtMatrixLayout_t la, lb, lc;
-  cublasLtMatmulPreference_t pref;
-  cublasLtMatmulHeuristicResult_t heur{};
-  int found = 0;
-  const cublasOperation_t tA = CUBLAS_OP_T, tB = CUBLAS_OP_N;
-  const size_t wsz = size_t(64) << 20;
-  bool ok = cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS &&
-            cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &tA, sizeof(tA)) == 0 &&
-            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tB, sizeof(tB)) == 0 &&
-            cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, s, s, s) == 0 &&
-            cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, s, s, s) == 0 &&
-            cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, s, s, s) == 0 && cublasLtMatmulPreferenceCreate(&pref) == 0 &&
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsz, sizeof(wsz)) == 0 &&
-            cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &heur, &found) == 0 && found > 0;
-  if (ok) {
-    void* ws = dalloc(wsz);
-    const float one = 1.f, zero = 0.f;
-    const double fms = time_graph(
-        5,
-        [&](int) {
-          cublasLtMatmul(lt, desc, &one, w8, la, x8, lb, &zero, y, lc, y, lc, &heur.algo, ws, wsz, g_stream);
-        },
-        false);
-    g_fp8_peak = 2.0 * s * s * double(s) / (fms * 1e-3);
-    CK(cudaFree(ws));
-  } else {
-    std::printf("cuBLASLt FP8 GEMM unavailable; FP8 floor uses 2x the bf16 rate\n");
-    g_fp8_peak = 2 * g_bf16_peak;
-  }
   CK(cudaFree(x));
   CK(cudaFree(w));
   CK(cudaFree(y));
+  g_fp8_peak = db::measure_fp8_gemm_rate(g_stream);
+  if (g_fp8_peak <= 0) {
+    std::printf("cuBLASLt FP8 GEMM unavailable; FP8 floor uses 2x the bf16 rate\n");
+    g_fp8_peak = 2 * g_bf16_peak;
+  }
   std::printf("ceilings: copy %.0f GB/s, bf16 GEMM %.0f TF/s, FP8 GEMM %.0f TF/s (8192^3)\n", g_bw / 1e9,
               g_bf16_peak / 1e12, g_fp8_peak / 1e12);
 }
