@@ -11,7 +11,8 @@
 //     moe_build_groups builds from its offsets (any T) cover each expert's rows in order, and equal
 //     the one-block kernel's where that runs;
 //   head_norm_rope_bf16 == rms_norm, rope_rows, cast_f32_to_bf16 in turn, bit for bit;
-//   head_norm_rope_bf16_in (bf16 rows) == head_norm_rope_bf16 on the same values as fp32, bit for bit.
+//   head_norm_rope_bf16_in (bf16 rows) == head_norm_rope_bf16 on the same values as fp32, bit for bit;
+//   kv_norm_rope_bf16 == rms_norm (weighted), rope_rows, cast_f32_to_bf16, rows_to_rings, bit for bit.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -380,6 +381,60 @@ TEST(CudaModelOps, HeadNormRopeMatchesThreeKernels) {
     EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
   }
   EXPECT_FALSE(dc::head_norm_rope_bf16(nullptr, 1, 320, 1e-6f, 256, 32, nullptr, 1, nullptr, nullptr, nullptr));
+}
+
+// The K=V row's fused tail against the four kernels it replaces, bit for bit: rms_norm with the
+// kv_norm weight, RoPE on the last 64 of 512, bf16, and the first n_ring rows into their rings
+// (positions wrapping the window of 128, one negative: slot by rows_to_rings' rule). Every ring
+// starts from the same random bytes, so a slot written in one run and not the other shows. Rows of
+// very different magnitudes; 1 row (batch 1), 37 rows of which 29 decode, 300 prefill rows.
+TEST(CudaModelOps, KvNormRopeMatchesFourKernels) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(41);
+  const int64_t D = 512, R = 64, W = 128;
+  for (const auto& [rows, n_ring] : {std::pair<int64_t, int64_t>{1, 1}, {37, 29}, {300, 0}}) {
+    auto x = randn(rows * D, rng, 1.f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < D; ++c) x[r * D + c] *= std::ldexp(1.f, int(r % 23) - 11);
+    const auto w = randn(D, rng, 1.f);
+    std::vector<int32_t> pos(rows);
+    for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);
+    if (rows > 2) pos[2] = -3;
+    std::vector<float> inv(R / 2);
+    for (int64_t i = 0; i < R / 2; ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(R));
+    std::vector<uint16_t> ring0(std::max<int64_t>(n_ring, 1) * W * D);
+    for (auto& v : ring0) v = static_cast<uint16_t>(rng());
+    Dev dx(x.data(), x.size() * 4), dy(x.size() * 4), dw(w.data(), w.size() * 4), dpos(pos.data(), pos.size() * 4),
+        dinv(inv.data(), inv.size() * 4), ref16(rows * D * 2), out16(rows * D * 2),
+        ref_rings(ring0.data(), ring0.size() * 2), out_rings(ring0.data(), ring0.size() * 2);
+    std::vector<uint16_t*> pr(std::max<int64_t>(n_ring, 1)), po(pr.size());
+    for (size_t b = 0; b < pr.size(); ++b) {
+      pr[b] = ref_rings.as<uint16_t>() + b * W * D;
+      po[b] = out_rings.as<uint16_t>() + b * W * D;
+    }
+    Dev dpr(pr.data(), pr.size() * sizeof(void*)), dpo(po.data(), po.size() * sizeof(void*));
+    ASSERT_TRUE(dc::kv_norm_rope_bf16(dx.as<float>(), rows, D, dw.as<float>(), 1e-6f, D - R, int(R / 2),
+                                      dpos.as<int32_t>(), dinv.as<float>(), out16.as<uint16_t>(),
+                                      dpo.as<uint16_t* const>(), n_ring, W, nullptr))
+        << dc::last_error();
+    ASSERT_TRUE(dc::rms_norm(dx.as<float>(), rows, D, dw.as<float>(), 1e-6f, dy.as<float>()));
+    ASSERT_TRUE(dc::rope_rows(dy.as<float>(), rows, D, D - R, int(R / 2), dpos.as<int32_t>(), 1, dinv.as<float>(),
+                              nullptr));
+    ASSERT_TRUE(dc::cast_f32_to_bf16(dy.as<float>(), rows, D, ref16.as<uint16_t>(), D));
+    if (n_ring > 0)
+      ASSERT_TRUE(dc::rows_to_rings(dy.as<float>(), n_ring, D, dpr.as<uint16_t* const>(), dpos.as<int32_t>(), W));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    int64_t bad = first_bit_mismatch(download<uint16_t>(out16, rows * D), download<uint16_t>(ref16, rows * D));
+    EXPECT_LT(bad, 0) << rows << " rows: first mismatch at row " << bad / D << " col " << bad % D;
+    bad = first_bit_mismatch(download<uint16_t>(out_rings, ring0.size()), download<uint16_t>(ref_rings, ring0.size()));
+    EXPECT_LT(bad, 0) << rows << " rows: rings differ first in ring " << bad / (W * D) << " slot " << bad % (W * D) / D;
+    EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
+  }
+  EXPECT_FALSE(dc::kv_norm_rope_bf16(nullptr, 1, 320, nullptr, 1e-6f, 256, 32, nullptr, nullptr, nullptr, nullptr, 0, 128,
+                                     nullptr));
+  EXPECT_FALSE(dc::kv_norm_rope_bf16(nullptr, 1, 512, nullptr, 1e-6f, 448, 32, nullptr, nullptr, nullptr, nullptr, 1, 128,
+                                     nullptr))
+      << "ring rows without rings";
 }
 
 // The bf16-input form (wq_b's bf16 output on cuBLASLt) against the fp32 form on the same values:

@@ -422,7 +422,9 @@ TEST_F(V4Synthetic, LentLogitsAreTheSameRows) {
 
 // A decode shape runs eagerly once (sizing the workspaces it needs) and is captured the second
 // time, even though that first eager step grew workspaces (which drops the graphs captured so
-// far); every later step replays. So 4 steps of one shape launch 3 times from a graph.
+// far); every later step replays. So 4 steps of one shape launch 3 times from a graph. A tuning
+// change drops the graphs (they hold the kernels the old knobs chose): the shape, seen before, is
+// captured again at its next step; setting the same tuning again keeps them.
 TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
   auto model = small_model(2, 16, 5);
   ASSERT_TRUE(model);
@@ -438,14 +440,26 @@ TEST_F(V4Synthetic, DecodeShapeIsCapturedTheSecondTime) {
   const int64_t r0 = model->decode_graph_replays(), c0 = model->decode_graphs_captured();
   model->reset_step_times();
   const int32_t t[3] = {3, 4, 5};
-  for (int step = 0; step < 4; ++step) {
-    std::vector<ModelInput> batch;
-    for (int s = 0; s < 3; ++s) batch.push_back({st[s].get(), std::span<const int32_t>(&t[s], 1), false});
-    ASSERT_TRUE(model->forward(batch, out).is_ok());
-  }
+  auto steps = [&](int n) {
+    for (int step = 0; step < n; ++step) {
+      std::vector<ModelInput> batch;
+      for (int s = 0; s < 3; ++s) batch.push_back({st[s].get(), std::span<const int32_t>(&t[s], 1), false});
+      ASSERT_TRUE(model->forward(batch, out).is_ok());
+    }
+  };
+  steps(4);
   EXPECT_EQ(model->decode_graph_replays() - r0, 3);
   EXPECT_EQ(model->decode_graphs_captured() - c0, 1);
   EXPECT_EQ(model->step_times().captures, 1);
+  CudaTuning other;
+  other.attn_split = 512;
+  ASSERT_TRUE(model->set_tuning(other).is_ok());
+  steps(2);
+  EXPECT_EQ(model->decode_graph_replays() - r0, 5);
+  EXPECT_EQ(model->decode_graphs_captured() - c0, 2) << "a tuning change kept the graphs of the old knobs";
+  ASSERT_TRUE(model->set_tuning(other).is_ok());
+  steps(1);
+  EXPECT_EQ(model->decode_graphs_captured() - c0, 2) << "the same tuning dropped the graphs";
 }
 
 // CudaTuning changes speed, not bits: with the narrow expert kernel (moe_wide_rows -1), groups of

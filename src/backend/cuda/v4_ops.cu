@@ -4,6 +4,8 @@
 
 #include <cuda_bf16.h>
 
+#include <string>
+
 #include "backend/cuda/cuda_common.cuh"
 
 namespace deepinfer::cuda {
@@ -38,11 +40,19 @@ __global__ void rope_kernel(float* x, int64_t rows, int64_t ld, int64_t off, int
 __device__ __forceinline__ float load_f32(const float* p) { return *p; }
 __device__ __forceinline__ float load_f32(const __nv_bfloat16* p) { return __bfloat162float(*p); }
 
+// The K=V row's extras (kv_norm_rope_bf16): the norm's weight (rms_norm_kernel's w[k] * (x * r)) and
+// the first n_ring rows' copies into their rings (rows_to_rings' slot); none for the query heads.
+struct RowExtras {
+  const float* w = nullptr;
+  __nv_bfloat16* const* rings = nullptr;
+  int64_t n_ring = 0, window = 1;
+};
+
 template <int NB, typename In>
 __global__ void __launch_bounds__(256) head_norm_rope_kernel(const In* __restrict__ x, int64_t rows, int D, float eps,
                                                              int off, const int32_t* __restrict__ pos, int rows_per_pos,
                                                              const float* __restrict__ inv_freq,
-                                                             __nv_bfloat16* __restrict__ out) {
+                                                             __nv_bfloat16* __restrict__ out, RowExtras ex) {
   detail::pdl_entry();
   const int lane = threadIdx.x & 31;
   const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
@@ -68,20 +78,29 @@ __global__ void __launch_bounds__(256) head_norm_rope_kernel(const In* __restric
 #pragma unroll
   for (int s = 16; s > 0; s >>= 1) q = q + __shfl_down_sync(0xffffffffu, q, s);
   const float rs = rsqrtf(__shfl_sync(0xffffffffu, q, 0) / static_cast<float>(D) + eps);
-  const float pp = float(pos[r / rows_per_pos]);
+  const int32_t pr = pos[r / rows_per_pos];
+  const float pp = float(pr);
+  __nv_bfloat16* ring = nullptr;
+  if (r < ex.n_ring) {
+    int64_t slot = pr % ex.window;
+    if (slot < 0) slot += ex.window;
+    ring = ex.rings[r] + slot * D;
+  }
 #pragma unroll
   for (int j = 0; j < 8; ++j) {
 #pragma unroll
     for (int m = 0; m < NB; ++m) {
       const int e = lane + 32 * j + 256 * m;
-      float y = v[j][m] * rs;
+      float y = ex.w ? ex.w[e] * (v[j][m] * rs) : v[j][m] * rs;
       const float o = __shfl_xor_sync(0xffffffffu, y, 1);  // the pair's other element
       if (e >= off) {
         float s, c;
         sincosf(pp * inv_freq[(e - off) >> 1], &s, &c);
         y = (e & 1) ? o * s + y * c : y * c - o * s;
       }
-      out[r * D + e] = __float2bfloat16_rn(y);
+      const __nv_bfloat16 b = __float2bfloat16_rn(y);
+      out[r * D + e] = b;
+      if (ring) ring[e] = b;
     }
   }
 }
@@ -116,21 +135,24 @@ __global__ void expand_kernel(const float4* e, int64_t T, int64_t d4, int stream
 unsigned blocks(int64_t n, int threads) { return unsigned((n + threads - 1) / threads); }
 
 template <typename In>
-bool launch_head_norm_rope(const In* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs, const int32_t* pos,
-                           int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
-  if (D % 256 || D > 1024) return fail("head_norm_rope_bf16: D must be a multiple of 256, at most 1024");
-  if (off % 2 || off < 0 || off + 2 * int64_t(pairs) != D) return fail("head_norm_rope_bf16: off + 2 * pairs != D");
+bool launch_head_norm_rope(const char* what, const In* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
+                           const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream,
+                           RowExtras ex = {}) {
+  if (D % 256 || D > 1024) return fail(std::string(what) + ": D must be a multiple of 256, at most 1024");
+  if (off % 2 || off < 0 || off + 2 * int64_t(pairs) != D) return fail(std::string(what) + ": off + 2 * pairs != D");
+  if (ex.n_ring > 0 && (ex.rings == nullptr || ex.window <= 0 || ex.n_ring > rows))
+    return fail(std::string(what) + ": ring rows need rings, a positive window and at most `rows` rows");
   if (rows <= 0) return true;
   const unsigned grid = blocks(rows, 8);
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
   const int d = static_cast<int>(D), of = static_cast<int>(off);
   const cudaStream_t s = as_stream(stream);
   switch (D / 256) {
-    case 1: detail::launch_pdl(head_norm_rope_kernel<1, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    case 2: detail::launch_pdl(head_norm_rope_kernel<2, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o); break;
-    default: detail::launch_pdl(head_norm_rope_kernel<4, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o);
+    case 1: detail::launch_pdl(head_norm_rope_kernel<1, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
+    case 2: detail::launch_pdl(head_norm_rope_kernel<2, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
+    default: detail::launch_pdl(head_norm_rope_kernel<4, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex);
   }
-  return check_launch("head_norm_rope_bf16");
+  return check_launch(what);
 }
 
 }  // namespace
@@ -145,13 +167,25 @@ bool rope_rows(float* x, int64_t rows, int64_t ld, int64_t off, int pairs, const
 
 bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
                          const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
-  return launch_head_norm_rope(x, rows, D, eps, off, pairs, pos, rows_per_pos, inv_freq, out, stream);
+  return launch_head_norm_rope("head_norm_rope_bf16", x, rows, D, eps, off, pairs, pos, rows_per_pos, inv_freq, out,
+                               stream);
 }
 
 bool head_norm_rope_bf16_in(const uint16_t* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
                             const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream) {
-  return launch_head_norm_rope(reinterpret_cast<const __nv_bfloat16*>(x), rows, D, eps, off, pairs, pos, rows_per_pos,
-                               inv_freq, out, stream);
+  return launch_head_norm_rope("head_norm_rope_bf16_in", reinterpret_cast<const __nv_bfloat16*>(x), rows, D, eps, off,
+                               pairs, pos, rows_per_pos, inv_freq, out, stream);
+}
+
+bool kv_norm_rope_bf16(const float* x, int64_t rows, int64_t D, const float* weight, float eps, int64_t off, int pairs,
+                       const int32_t* pos, const float* inv_freq, uint16_t* out, uint16_t* const* rings, int64_t n_ring,
+                       int64_t window, void* stream) {
+  RowExtras ex;
+  ex.w = weight;
+  ex.rings = reinterpret_cast<__nv_bfloat16* const*>(rings);
+  ex.n_ring = n_ring;
+  ex.window = window;
+  return launch_head_norm_rope("kv_norm_rope_bf16", x, rows, D, eps, off, pairs, pos, 1, inv_freq, out, stream, ex);
 }
 
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

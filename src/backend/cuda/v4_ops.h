@@ -23,6 +23,14 @@ bool head_norm_rope_bf16(const float* x, int64_t rows, int64_t D, float eps, int
 /// same values as fp32. x may not alias out.
 bool head_norm_rope_bf16_in(const uint16_t* x, int64_t rows, int64_t D, float eps, int64_t off, int pairs,
                             const int32_t* pos, int rows_per_pos, const float* inv_freq, uint16_t* out, void* stream);
+/// The K=V row's tail in one pass: out[r, :] = bf16_rn(rope(weight * rms_norm(x[r, :]))), RoPE as
+/// rope_rows(ld = D, off, pairs, pos, rows_per_pos = 1, inv_freq), and the first n_ring rows also
+/// into their rings: rings[r][(pos[r] mod window) * D + :] (rows_to_rings' slot). Bit for bit what
+/// rms_norm (with weight), rope_rows, cast_f32_to_bf16 and rows_to_rings give in turn. x is not
+/// modified; the same D and off limits as head_norm_rope_bf16.
+bool kv_norm_rope_bf16(const float* x, int64_t rows, int64_t D, const float* weight, float eps, int64_t off, int pairs,
+                       const int32_t* pos, const float* inv_freq, uint16_t* out, uint16_t* const* rings, int64_t n_ring,
+                       int64_t window, void* stream);
 /// Hash routing: experts[t, j] = tid2eid[ids[t] * k + j]; weights from the router logits
 /// [T, E]: s = sqrt(softplus(logit)), w = s / sum(s of the k picks) * scale.
 bool hash_route(const float* logits, int64_t T, int64_t E, const int32_t* ids, const int32_t* tid2eid, int k,

@@ -307,11 +307,10 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   //   main    q: wq_b, per-head RMS (unweighted), RoPE on the last R dims
   DI_TRY(fork(kLanes));
   DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0, &a.xnp));
-  DI_CUDA_TRY(dc::rms_norm(a.kv, T, D, L.kv_norm.as<float>(), eps, a.kv, st(0)));
-  DI_CUDA_TRY(dc::rope_rows(a.kv, T, D, D - R, static_cast<int>(R / 2), a.pos, 1, L.inv_freq.as<float>(), st(0)));
-  DI_CUDA_TRY(dc::cast_f32_to_bf16(a.kv, T, D, a.kv16, D, st(0)));
-  if (dec.n > 0)  // position p at slot p % W
-    DI_CUDA_TRY(dc::rows_to_rings(a.kv, dec.n, D, dec.layers[l].rings, a.pos, c_.window, st(0)));
+  // kv_norm, RoPE, bf16, and the decode rows into their rings (position p at slot p % W): one pass.
+  DI_CUDA_TRY(dc::kv_norm_rope_bf16(a.kv, T, D, L.kv_norm.as<float>(), eps, D - R, static_cast<int>(R / 2), a.pos,
+                                    L.inv_freq.as<float>(), a.kv16, dec.n > 0 ? dec.layers[l].rings : nullptr,
+                                    dec.n, c_.window, st(0)));
   DI_TRY(mark(part::kAttnKv));
   if (dec.n > 0) DI_TRY(decode_compress(L, l, dec, a, 1));
   DI_TRY(mark(part::kAttnCompressor));

@@ -63,7 +63,11 @@ class Forward {
   int64_t graphs_captured() const { return graphs_captured_; }
   const StepTimes& times() const { return times_; }
   void reset_times() { times_ = {}; }
-  void set_tuning(const CudaTuning& t) { tuning_ = t; }
+  /// A change drops the captured decode graphs (they hold the kernels the old knobs chose).
+  void set_tuning(const CudaTuning& t) {
+    if (!(t == tuning_)) drop_graphs();
+    tuning_ = t;
+  }
 
  private:
   struct Acts;
