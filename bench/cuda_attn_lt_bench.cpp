@@ -4,7 +4,6 @@
 // FP8 GEMM 8192^3 through cuBLASLt (tensor-wide scales). Inputs rotate over enough copies to
 // exceed the 60 MB L2; times are medians of 7 replays of a CUDA graph of R back-to-back calls.
 // Usage: [SKIP_LT=1] cuda_attn_lt_bench OUT.json [git_rev]
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -5,7 +5,6 @@
 // Weights rotate over enough copies to defeat the 60 MB L2; each op is timed as the median of
 // 7 replays of a CUDA graph of R back-to-back calls (launch gaps excluded, kernel boundaries not).
 // Usage: cuda_ops_bench OUT.json [git_rev [MODE]] (modes: see main)
-#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
