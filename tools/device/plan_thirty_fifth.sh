@@ -7,8 +7,8 @@
 # correct, 0.61-0.77x the wgmma kernel, dropped (docs/performance.md, the thirty-fifth slice); the
 # patch now holds the ring version, never run. (An earlier plan of this name, an ncu view of the
 # wgmma kernel's chunk chain, never ran; this replaced it.) Ran on 2026-12-07 at 04:53 on an H100:
-# both kernels slower, dropped; the patch is in git history (deleted in 0648640: `git show
-# 0648640^:tools/device/pending/thirty-fifth-skinny-experts.patch`).
+# both kernels slower, dropped; the patch is in git history (deleted in b20503a: `git show
+# 5369e3d:tools/device/pending/thirty-fifth-skinny-experts.patch`).
 # - tests: the FP8 expert kernels (skinny at every split, both MMA heights, against the CPU), the
 #   rows' plain order, the synthetic model's skinny-vs-wgmma logits and TuningChangesNoBits (now
 #   that set_tuning drops captured graphs, its decode rows compare for real), the model's
