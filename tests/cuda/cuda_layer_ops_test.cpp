@@ -207,6 +207,61 @@ struct HcSiteDev {
         dfn(fn.data(), fn.size() * 4), dbase(base.data(), base.size() * 4), dscale(scale.data(), 12) {}
 };
 
+// hc_post / moe_combine_hc_post with an HcNext (the next sub-layer's chunk partials in the same
+// launch), then hc_pre(..., partials_ready) == the post, then hc_pre, bit for bit: the new X and
+// hc_pre's pre, post, comb and input, at 1, 7 and 16 tokens (every size hc_post_partial_fits
+// takes), d 4096 and 1024, with and without the MoE combine; 17 tokens do not fit.
+TEST(CudaLayerOps, HcPostNextPartialsBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(18);
+  const int64_t n = 4;
+  EXPECT_FALSE(dc::hc_post_partial_fits(17, 4096));
+  EXPECT_FALSE(dc::hc_post_partial_fits(1, 1280));
+  for (const int64_t d : {int64_t(4096), int64_t(1024)}) {
+    HcSiteDev site(rng, d);
+    for (const int64_t T : {int64_t(1), int64_t(7), int64_t(16)})
+      for (const bool combine : {false, true}) {
+        ASSERT_TRUE(dc::hc_post_partial_fits(T, d));
+        const int K = 6;
+        const auto X = randn(T * n * d, rng), f = randn(T * d, rng), y = randn(T * K * d, rng), sh = randn(T * d, rng);
+        const auto w = randn(T * K, rng), post = randn(T * n, rng), comb = randn(T * n * n, rng, 0.5f);
+        std::vector<int32_t> pos(T * K);
+        std::iota(pos.begin(), pos.end(), 0);
+        std::shuffle(pos.begin(), pos.end(), rng);
+        Dev df(f.data(), f.size() * 4), dy(y.data(), y.size() * 4), dsh(sh.data(), sh.size() * 4);
+        Dev dw(w.data(), w.size() * 4), dpos(pos.data(), pos.size() * 4);
+        Dev dpost(post.data(), post.size() * 4), dcomb(comb.data(), comb.size() * 4);
+        std::vector<float> outs[2][5];
+        for (int fused = 0; fused < 2; ++fused) {
+          Dev dX(X.data(), X.size() * 4), ws(dc::hc_pre_workspace_bytes(T, d));
+          Dev pre(T * n * 4), po(T * n * 4), co(T * n * n * 4), in(T * d * 4);
+          const dc::HcNext next{site.dfn.as<float>(), ws.p};
+          const dc::HcNext* np = fused ? &next : nullptr;
+          if (combine) {
+            ASSERT_TRUE(dc::moe_combine_hc_post(dy.as<float>(), dpos.as<int32_t>(), dw.as<float>(), dsh.as<float>(), T, K,
+                                                d, dX.as<float>(), dpost.as<float>(), dcomb.as<float>(), nullptr, np))
+                << dc::last_error();
+          } else {
+            ASSERT_TRUE(dc::hc_post(dX.as<float>(), T, d, dpost.as<float>(), dcomb.as<float>(), df.as<float>(), nullptr, np))
+                << dc::last_error();
+          }
+          ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, site.dfn.as<float>(), site.dbase.as<float>(),
+                                 site.dscale.as<float>(), 1e-6f, 1e-6f, 20, pre.as<float>(), po.as<float>(),
+                                 co.as<float>(), in.as<float>(), ws.p, nullptr, false, nullptr, fused == 1))
+              << dc::last_error();
+          ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+          outs[fused][0] = download<float>(dX, T * n * d), outs[fused][1] = download<float>(pre, T * n);
+          outs[fused][2] = download<float>(po, T * n), outs[fused][3] = download<float>(co, T * n * n);
+          outs[fused][4] = download<float>(in, T * d);
+        }
+        EXPECT_NE(first_bit_mismatch(outs[0][0], X), -1) << "the post left X unchanged";
+        for (int o = 0; o < 5; ++o)
+          EXPECT_EQ(first_bit_mismatch(outs[0][o], outs[1][o]), -1)
+              << "d " << d << " T " << T << " combine " << combine << " output " << o << " (X, pre, post, comb, input)";
+      }
+  }
+}
+
 TEST(CudaLayerOps, HcCombLaterBitwise) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(17);

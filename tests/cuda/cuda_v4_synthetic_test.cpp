@@ -585,6 +585,51 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
 }
 
+// The mHC post making the next sub-layer's hc_pre partials in its own launch (up to 16 tokens:
+// CudaTuning::hc_post_partial) changes no bits: a 12-token prefill (every post fused) and a
+// 40-token one (none), then decode steps of 5 and 16 sequences (the second step captured, the
+// third replayed), with the knob on and off.
+TEST_F(V4Synthetic, HcPostPartialsChangeNoBits) {
+  auto model = small_model(4, 8, 13);
+  ASSERT_TRUE(model);
+  auto run = [&](bool fused, int seqs) {
+    CudaTuning t;
+    t.hc_post_partial = fused;
+    Status ts = model->set_tuning(t);
+    EXPECT_TRUE(ts.is_ok()) << ts.to_string();
+    std::vector<std::unique_ptr<ModelState>> st;
+    std::vector<float> all;
+    v4::ForwardOutput out;
+    std::vector<std::vector<int32_t>> prompts;
+    for (int s = 0; s < seqs; ++s) {
+      st.push_back(model->new_state());
+      prompts.push_back(tokens(s % 2 ? 12 : 40, 4096, 300 + s));
+      ModelInput in{st.back().get(), prompts.back(), false};
+      Status f = model->forward(std::span<const ModelInput>(&in, 1), out);
+      EXPECT_TRUE(f.is_ok()) << f.to_string();
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+    }
+    std::vector<int32_t> next(seqs);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<ModelInput> batch;
+      for (int s = 0; s < seqs; ++s) {
+        next[s] = 2 + (s * 17 + step * 5) % 4000;
+        batch.push_back({st[s].get(), std::span<const int32_t>(&next[s], 1), false});
+      }
+      Status f = model->forward(batch, out);
+      EXPECT_TRUE(f.is_ok()) << f.to_string();
+      all.insert(all.end(), out.logits.begin(), out.logits.end());
+    }
+    return all;
+  };
+  for (int seqs : {5, 16}) {
+    const std::vector<float> plain = run(false, seqs), fused = run(true, seqs);
+    ASSERT_EQ(plain.size(), size_t(seqs) * 4 * 4096);
+    for (float v : plain) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_TRUE(fused == plain) << seqs << " sequences: the fused posts change the logits";
+  }
+}
+
 // Model::fill_synthetic_state (the bench's --fill-state): a fresh state filled as if 3,000 tokens
 // had been consumed decodes like any other, alone and batched with a prefilled sequence: finite
 // logits, lengths advanced by one; a used state or a negative length is refused.

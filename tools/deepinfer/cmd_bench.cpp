@@ -448,6 +448,7 @@ int run_bench(const BenchArgs& a) {
                      {"attn_wgmma", a.tuning.attn_wgmma},
                      {"attn_split", a.tuning.attn_split},
                      {"act_pack", a.tuning.act_pack},
+                     {"hc_post_partial", a.tuning.hc_post_partial},
                      {"lt_timed", a.tuning.lt_timed},
                      {"sampling", device_sampling ? "device (greedy)" : "host (logits copied)"},
                      {"decode_profile_ms", profile},
@@ -542,6 +543,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
               "--device cuda: each linear quantises / casts its input itself (default: a norm writes the FP8 and "
               "bf16 forms its linears read, in the same pass, and past 256 rows the grouped wo_a's FP8 input is "
               "written group-major and wo_b's from its groups' outputs, with no transposed copies)");
+  b->add_flag("!--no-hc-post-partial", a->tuning.hc_post_partial,
+              "--device cuda: every mHC pre makes its own partial sums (default: up to 16 tokens the post before it "
+              "makes them in its launch; the same bits)");
   b->add_flag("!--no-lt-timed", a->tuning.lt_timed,
               "--device cuda: cuBLASLt's FP8 GEMMs of up to 512 rows on the heuristic's first algorithm (default: the "
               "fastest of its candidates, timed when a shape is first seen)");

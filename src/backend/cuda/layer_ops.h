@@ -37,17 +37,32 @@ struct HcNormPack {
   bool scales_t = false;
   uint16_t* y16 = nullptr;
 };
+/// partials_ready: the chunk partials of X under fn are already in the workspace (an hc_post /
+/// moe_combine_hc_post with an HcNext of this fn and workspace made them, over the same T and d:
+/// hc_post_partial_fits), so hc_pre goes on from them (one launch less).
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream = nullptr, bool comb_later = false, const HcNormPack* pack = nullptr);
+            void* workspace, void* stream = nullptr, bool comb_later = false, const HcNormPack* pack = nullptr,
+            bool partials_ready = false);
 /// hc_pre's comb after an hc_pre(..., comb_later = true) over the same T, d and workspace (its
 /// chunk partials, which must stay untouched until this has run): bitwise hc_pre's own. Nothing
 /// to do from 1,025 tokens.
 bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, float rms_eps, float hc_eps,
                  int sinkhorn_iters, float* comb, const void* workspace, void* stream = nullptr);
-/// X <- post (x) f + comb^T X, per token (in place). f [T, d].
+/// The next sub-layer's hc_pre, for an hc_post that makes its chunk partials in the same launch:
+/// fn [24, 4d] and the workspace that hc_pre(..., partials_ready = true) then reads.
+struct HcNext {
+  const float* fn = nullptr;
+  void* workspace = nullptr;
+};
+/// Whether an hc_post / moe_combine_hc_post over T tokens of width d can take an HcNext (1-16
+/// tokens: one block per SM of a column run's four streams; d % 1024 == 0).
+bool hc_post_partial_fits(int64_t T, int64_t d);
+/// X <- post (x) f + comb^T X, per token (in place). f [T, d]. next (optional): the new X's chunk
+/// partials for next->fn into next->workspace as well (hc_post_partial_fits(T, d)), bitwise
+/// hc_pre's own.
 bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
-             void* stream = nullptr);
+             void* stream = nullptr, const HcNext* next = nullptr);
 
 // ---- MoE routing (learned, sqrt-softplus) ----
 /// logits[T, E] = h[T, d] . gate[E, d]^T (gate bf16), score = sqrt(softplus(logit)); experts
@@ -102,10 +117,10 @@ bool moe_combine(const float* y_perm, const int32_t* slot_pos, const float* weig
                  int k, int64_t d, float* out, void* stream = nullptr);
 /// moe_combine's out as hc_post's f, in one pass: X <- post (x) out + comb^T X for the T tokens
 /// (X [T, hc_mult, d], post [T, hc_mult], comb [T, hc_mult, hc_mult]), with no out row stored.
-/// Bitwise the two calls.
+/// Bitwise the two calls. next: as for hc_post.
 bool moe_combine_hc_post(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared,
                          int64_t T, int k, int64_t d, float* X, const float* post, const float* comb,
-                         void* stream = nullptr);
+                         void* stream = nullptr, const HcNext* next = nullptr);
 
 /// Clamped SwiGLU: a[r, i] = silu(min(g, L)) * clamp(u, -L, L) (no clamp when L <= 0), with g
 /// at g[r * ld + i], u at u[r * ld + i]; a is [R, I] contiguous.

@@ -431,6 +431,18 @@ __global__ void __launch_bounds__(256, 2) hc_collapse_kernel(const float* __rest
   }
 }
 
+// Stream k's new float4 of the post: post_k f, then + C[j][k] X_j for j in order (fmaf).
+__device__ __forceinline__ float4 hc_post4(float pk, const float (&C)[kHcN][kHcN], int k, const float4 (&x)[kHcN],
+                                           float4 fv) {
+  float4 r = make_float4(pk * fv.x, pk * fv.y, pk * fv.z, pk * fv.w);
+#pragma unroll
+  for (int j = 0; j < kHcN; ++j) {
+    r.x = __fmaf_rn(C[j][k], x[j].x, r.x), r.y = __fmaf_rn(C[j][k], x[j].y, r.y);
+    r.z = __fmaf_rn(C[j][k], x[j].z, r.z), r.w = __fmaf_rn(C[j][k], x[j].w, r.w);
+  }
+  return r;
+}
+
 // grid (T, ceil(d/4 / 1024)), 256 threads, 4 float4 columns each: X_k <- post_k f + sum_j C[j][k] X_j
 // (same per-element expression as before: post_k f, then + C[j][k] X_j for j in order).
 // kCombine: f is not read but made in place by moe_combine4 from `mc` (the MoE's combine and mHC
@@ -464,16 +476,80 @@ __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, 
     const int c = (blockIdx.y * 4 + u) * 256 + threadIdx.x;
     if (c >= q) break;
 #pragma unroll
-    for (int k = 0; k < kHcN; ++k) {
-      float4 r = make_float4(pk[k] * fv[u].x, pk[k] * fv[u].y, pk[k] * fv[u].z, pk[k] * fv[u].w);
+    for (int k = 0; k < kHcN; ++k) reinterpret_cast<float4*>(xt + int64_t(k) * d)[c] = hc_post4(pk[k], C, k, x[u], fv[u]);
+  }
+}
+
+// Small T (kHcPostPartialMaxT tokens at most): the post, then the next sub-layer's hc_pre chunk
+// partials of the new X (its fn: fn_next), in one launch: hc_post_kernel's values and
+// hc_partial_decode_kernel's sums, bit for bit (the same per-element expressions, the same
+// per-output order), so hc_pre(..., partials_ready) goes on from them. Grid (T, d / kHcKc), 800
+// threads: block b owns columns [kHcKc b, kHcKc (b + 1)) of all four streams, so no other block
+// reads what it overwrites in place; those are the chunks s (d / kHcKc) + b, s = 0..3, of the
+// flat [4d] row. Before the PDL wait, thread (s, r, lane) = (tid / 200, tid / 8 % 25, tid % 8)
+// copies its 16 fn float4s into shared memory (cp.async: a weight no kernel writes; in registers
+// they would leave too few for 800 threads). Threads 0..127 make the post of one float4 column
+// each (every stream, kept in shared memory too); then every thread sums output r of chunk s as
+// the decode partial's lane does.
+constexpr int kHcPpThreads = kHcN * kHcOut * kHcLanes;  // 800
+constexpr int kHcPpCols = kHcKc / 4;                     // float4 columns a block owns: 128
+constexpr int kHcPostPartialMaxT = 16;                   // one block per SM: at most 128 of them
+constexpr size_t kHcPpSmem = sizeof(float4) * (kHcN * kHcPpCols + kHcPpThreads * kHcSteps);  // 212,992 B
+template <bool kCombine>
+__global__ void __launch_bounds__(kHcPpThreads) hc_post_partial_kernel(float* __restrict__ X, int d,
+                                                                       const float* __restrict__ post,
+                                                                       const float* __restrict__ comb,
+                                                                       const float* __restrict__ f, MoeCombineIn mc,
+                                                                       const float* __restrict__ fn_next,
+                                                                       float* __restrict__ ws, HcWs wl) {
+  extern __shared__ float4 hc_pp_smem[];
+  float4* const xs = hc_pp_smem;                                // [kHcN][kHcPpCols]: the new X
+  float4* const fs = hc_pp_smem + kHcN * kHcPpCols + threadIdx.x;  // this thread's fn, stride kHcPpThreads
+  const int t = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
+  const int s = tid / (kHcOut * kHcLanes), r = tid / kHcLanes % kHcOut, lane = tid % kHcLanes;
+  const int nd = kHcN * d, c = s * (d / kHcKc) + b;  // this thread's chunk of the flat row
+  const bool sq = r >= kHcMix;                        // row 24: the sum of squares
+  if (!sq) {
+    const float4* p = reinterpret_cast<const float4*>(fn_next + int64_t(r) * nd + c * kHcKc + lane * 4);
 #pragma unroll
-      for (int j = 0; j < kHcN; ++j) {
-        r.x = __fmaf_rn(C[j][k], x[u][j].x, r.x), r.y = __fmaf_rn(C[j][k], x[u][j].y, r.y);
-        r.z = __fmaf_rn(C[j][k], x[u][j].z, r.z), r.w = __fmaf_rn(C[j][k], x[u][j].w, r.w);
-      }
-      reinterpret_cast<float4*>(xt + int64_t(k) * d)[c] = r;
+    for (int i = 0; i < kHcSteps; ++i) cp_async16(fs + i * kHcPpThreads, p + 8 * i);
+  }
+  cp_async_commit();
+  detail::pdl_entry();
+  if (tid < kHcPpCols) {
+    float C[kHcN][kHcN], pk[kHcN];
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) {
+      pk[j] = post[t * kHcN + j];
+#pragma unroll
+      for (int k = 0; k < kHcN; ++k) C[j][k] = comb[(t * kHcN + j) * kHcN + k];
+    }
+    float* xt = X + int64_t(t) * nd;
+    const int col = b * kHcPpCols + tid;  // float4 column of each stream
+    float4 x[kHcN];
+#pragma unroll
+    for (int j = 0; j < kHcN; ++j) x[j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[col];
+    const float4 fv = kCombine ? moe_combine4(mc, t, d, 4 * col) : reinterpret_cast<const float4*>(f + int64_t(t) * d)[col];
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) {
+      const float4 v = hc_post4(pk[k], C, k, x, fv);
+      reinterpret_cast<float4*>(xt + int64_t(k) * d)[col] = v;
+      xs[k * kHcPpCols + tid] = v;
     }
   }
+  cp_async_wait<0>();  // this thread's own fn copies (read back by it alone)
+  __syncthreads();     // the new X in shared memory
+  float acc = 0.f;
+  const float4* xr = xs + s * kHcPpCols + lane;
+  if (sq) {
+#pragma unroll
+    for (int i = 0; i < kHcSteps; ++i) acc = fma4(xr[8 * i], xr[8 * i], acc);
+  } else {
+#pragma unroll
+    for (int i = 0; i < kHcSteps; ++i) acc = fma4(xr[8 * i], fs[i * kHcPpThreads], acc);
+  }
+  acc = lane8_sum(acc);
+  if (lane == 0) ws[wl.at(c, r, t)] = acc;
 }
 
 inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<unsigned>((n + threads - 1) / threads); }
@@ -499,7 +575,7 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
 
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
-            void* workspace, void* stream, bool comb_later, const HcNormPack* pack) {
+            void* workspace, void* stream, bool comb_later, const HcNormPack* pack, bool partials_ready) {
   if (pack && (!pack->y || (pack->q && !pack->scales))) return fail("hc_pre: pack needs y, and scales with q");
   if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
   if (T <= 0) return true;
@@ -508,7 +584,9 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
   const HcWs wl{T, nchunk, T < kHcSplitFinishMinT};  // token-major for hc_finish_kernel
-  if (T >= kHcPTok4MinT) {
+  if (partials_ready) {
+    if (!hc_post_partial_fits(T, d)) return fail("hc_pre: partials_ready past hc_post_partial_fits");
+  } else if (T >= kHcPTok4MinT) {
     if (!launch_hc_partial<4>(X, Ti, nd, nchunk, fn, ws, wl, s)) return false;
   } else if (T >= kHcPartialPrefillMinT) {
     if (!launch_hc_partial<2>(X, Ti, nd, nchunk, fn, ws, wl, s)) return false;
@@ -552,22 +630,47 @@ bool hc_pre_comb(int64_t T, int64_t d, const float* base, const float* scale, fl
   return check_launch("hc_pre_comb");
 }
 
-bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream) {
-  if (d % 4) return fail("hc_post: d % 4 != 0");
+bool hc_post_partial_fits(int64_t T, int64_t d) { return T >= 1 && T <= kHcPostPartialMaxT && d % kHcChunk == 0; }
+
+namespace {
+
+// hc_post_kernel, or with `next` hc_post_partial_kernel (T, d checked by hc_post_partial_fits).
+template <bool kCombine>
+bool launch_post(const char* what, float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
+                 const MoeCombineIn& mc, const HcNext* next, cudaStream_t s) {
+  if (d % 4) return fail(std::string(what) + ": d % 4 != 0");
   if (T <= 0) return true;
-  detail::launch_pdl(hc_post_kernel<false>, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0,
-                     as_stream(stream), X, static_cast<int>(d), post, comb, f, MoeCombineIn{});
-  return check_launch("hc_post_kernel");
+  if (!next) {
+    detail::launch_pdl(hc_post_kernel<kCombine>, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0, s, X,
+                       static_cast<int>(d), post, comb, f, mc);
+    return check_launch(what);
+  }
+  if (!hc_post_partial_fits(T, d) || !next->fn || !next->workspace)
+    return fail(std::string(what) + ": the next partials need 1-16 tokens, d % 1024 == 0, fn and a workspace");
+  static std::atomic<uint64_t> attr_set{0};
+  const auto kernel = hc_post_partial_kernel<kCombine>;
+  if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), static_cast<int>(kHcPpSmem), attr_set,
+                                     "hc_post_partial: shared-memory size"))
+    return false;
+  const int nchunk = static_cast<int>(kHcN * d / kHcKc);
+  const HcWs wl{T, nchunk, T < kHcSplitFinishMinT};  // hc_pre's layout for these T
+  detail::launch_pdl(kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcKc)), kHcPpThreads, kHcPpSmem, s,
+                     X, static_cast<int>(d), post, comb, f, mc, next->fn, static_cast<float*>(next->workspace), wl);
+  return check_launch(what);
+}
+
+}  // namespace
+
+bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f, void* stream,
+             const HcNext* next) {
+  return launch_post<false>("hc_post", X, T, d, post, comb, f, MoeCombineIn{}, next, as_stream(stream));
 }
 
 bool moe_combine_hc_post(const float* y_perm, const int32_t* slot_pos, const float* weights, const float* shared,
-                         int64_t T, int k, int64_t d, float* X, const float* post, const float* comb, void* stream) {
-  if (d % 4) return fail("moe_combine_hc_post: d % 4 != 0");
-  if (T <= 0) return true;
-  detail::launch_pdl(hc_post_kernel<true>, dim3(static_cast<unsigned>(T), blocks_for(d / 4, 1024)), 256, 0,
-                     as_stream(stream), X, static_cast<int>(d), post, comb, static_cast<const float*>(nullptr),
-                     MoeCombineIn{y_perm, slot_pos, weights, shared, k});
-  return check_launch("moe_combine_hc_post");
+                         int64_t T, int k, int64_t d, float* X, const float* post, const float* comb, void* stream,
+                         const HcNext* next) {
+  return launch_post<true>("moe_combine_hc_post", X, T, d, post, comb, nullptr,
+                           MoeCombineIn{y_perm, slot_pos, weights, shared, k}, next, as_stream(stream));
 }
 
 }  // namespace deepinfer::cuda

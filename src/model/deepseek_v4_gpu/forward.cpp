@@ -35,6 +35,7 @@ struct Forward::Acts {
   int32_t *ids, *pos;
   float *e, *X, *pre, *post, *comb, *xin, *xn, *qa, *qan, *qb, *kv, *qidx, *oa2, *f, *h, *sgu, *sa, *sy;
   void* hcws;
+  bool hc_partials = false;  // hcws holds the next hc_pre's chunk partials (made by the post before it)
   uint16_t *q16, *kv16, *ao;
   Packed xnp, qanp, hp;  // norm_pack's forms of xn, qan, h (empty without tuning_.act_pack)
   // head
@@ -277,7 +278,8 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
     pk.y16 = const_cast<uint16_t*>(norm.p.x16);
   }
   DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
-                         a.xin, a.hcws, stream_, side, &pk));
+                         a.xin, a.hcws, stream_, side, &pk, a.hc_partials));
+  a.hc_partials = false;
   if (!side) return Status::ok();
   DI_TRY(fork(1, kCombLane));
   DI_CUDA_TRY(dc::hc_pre_comb(a.T, c_.hidden, base, scale, eps, hc_eps, iters, a.comb, a.hcws, side_[kCombLane]));
@@ -285,6 +287,12 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
 }
 
 Status Forward::join_comb(const Acts& a) { return comb_on_side(a.T) ? join(1, kCombLane) : Status::ok(); }
+
+std::optional<dc::HcNext> Forward::hc_next(const GpuHc* next, Acts& a) const {
+  if (!next || !tuning_.hc_post_partial || !dc::hc_post_partial_fits(a.T, c_.hidden)) return std::nullopt;
+  a.hc_partials = true;
+  return dc::HcNext{next->fn.as<float>(), a.hcws};
+}
 
 Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                           const DecodeBatch& dec, Acts& a) {
@@ -376,7 +384,8 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   }
   if (!wo_b_done) DI_TRY(linear(a.oa2, T, L.wo_b, a.f));
   DI_TRY(join_comb(a));
-  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_));
+  const std::optional<dc::HcNext> next = hc_next(&L.hc_ffn, a);  // the MoE's hc_pre partials
+  DI_CUDA_TRY(dc::hc_post(a.X, T, d, a.post, a.comb, a.f, stream_, next ? &*next : nullptr));
   return mark(part::kAttnPost);
 }
 
@@ -402,7 +411,7 @@ bool Forward::fp8_experts(const GpuLayer& L) const {
   return wgmma_experts() && tuning_.moe_fp8 && L.experts_fp8_foldable;
 }
 
-Status Forward::moe(const GpuLayer& L, Acts& a) {
+Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, I = c_.moe_inter, E = c_.n_routed_experts;
   const int k = static_cast<int>(c_.experts_per_tok);
   const float limit = static_cast<float>(c_.swiglu_limit);
@@ -526,8 +535,10 @@ Status Forward::moe(const GpuLayer& L, Acts& a) {
     // The combine and the mHC post in one pass over the chunk's tokens (their X rows are not read
     // again in this layer: the later chunks' experts read h).
     const int64_t nh = c_.hc_mult;
+    // One chunk (decode): the next layer's hc_pre partials in the same launch.
+    const std::optional<dc::HcNext> next = n == T ? hc_next(next_hc, a) : std::nullopt;
     DI_CUDA_TRY(dc::moe_combine_hc_post(yp, slot_pos, wts, a.sy + t0 * d, n, k, d, a.X + t0 * nh * d, a.post + t0 * nh,
-                                        a.comb + t0 * nh * nh, stream_));
+                                        a.comb + t0 * nh * nh, stream_, next ? &*next : nullptr));
   }
   return mark(part::kMoeCombine);
 }
@@ -575,7 +586,8 @@ Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   DI_TRY(mark(part::kEmbedding));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
-    DI_TRY(moe(w_.layers[l], a).with_context("layer " + std::to_string(l) + " moe"));
+    const GpuHc* next_hc = l + 1 < w_.layers.size() ? &w_.layers[l + 1].hc_attn : nullptr;
+    DI_TRY(moe(w_.layers[l], next_hc, a).with_context("layer " + std::to_string(l) + " moe"));
   }
   DI_TRY(head(runs, idx, a));
   return mark(part::kHead);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <span>
@@ -20,6 +21,7 @@
 
 #include "backend/cuda/compress_ops.h"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/layer_ops.h"
 #include "model/deepseek_v4/config.h"
 #include "model/device_models.h"
 #include "model/deepseek_v4_gpu/decode_inputs.h"
@@ -177,6 +179,10 @@ class Forward {
   /// in hc_pre's launch (dc::HcNormPack): norm_pack's outputs, bit for bit.
   Status hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm);
   Status join_comb(const Acts& a);
+  /// Where a sub-layer's closing post can make the next hc_pre's chunk partials (next: that hc_pre's
+  /// site; tuning_.hc_post_partial; dc::hc_post_partial_fits): the HcNext to pass, with
+  /// a.hc_partials set so that hc_pre_split skips its partial launch; else none.
+  std::optional<cuda::HcNext> hc_next(const GpuHc* next, Acts& a) const;
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);
   Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
@@ -192,7 +198,9 @@ class Forward {
   int64_t wide_experts_from(const GpuLayer& L) const;
   bool wgmma_experts() const;
   bool fp8_experts(const GpuLayer& L) const;
-  Status moe(const GpuLayer& L, Acts& a);
+  /// next_hc: the next layer's attention mHC site (null after the last layer): at decode sizes the
+  /// MoE's closing post makes its hc_pre partials (hc_next).
+  Status moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
   Status alloc_acts(Acts& a);
   template <class T>
