@@ -543,15 +543,25 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   return mark(part::kMoeCombine);
 }
 
+bool Forward::decode_only(std::span<const SeqRun> runs, const Acts& a) {
+  return a.Nd == static_cast<int64_t>(runs.size()) && a.head_rows == a.Nd;
+}
+
 // Final mHC collapse, norm and head over each run's logits rows (the last token, or every token
 // of an all_logits run): the decode rows in one GEMM, each prefill chunk in its own (its rows
 // see one GEMM shape whatever else is in the batch).
 Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a) {
   const int64_t d = c_.hidden, n = c_.hc_mult, V = c_.vocab_size;
-  DI_ASSIGN_OR_RETURN(float* Xr, buf<float>(kXr, a.head_rows * n * d));
+  // A decode-only batch's logits rows are X's first rows (decode rows 0..Nd-1 are logits rows
+  // 0..Nd-1): the head reads X itself, and the last post may have made its hc_pre partials.
+  const bool rows_are_x = decode_only(runs, a);
+  float* Xr = a.X;
+  if (!rows_are_x) {
+    DI_ASSIGN_OR_RETURN(Xr, buf<float>(kXr, a.head_rows * n * d));
+  }
   DI_ASSIGN_OR_RETURN(float* hin, buf<float>(kHin, a.head_rows * d));
   DI_ASSIGN_OR_RETURN(float* hn, buf<float>(kHn, a.head_rows * d));
-  if (a.Nd > 0)  // decode rows 0..Nd-1 are logits rows 0..Nd-1
+  if (a.Nd > 0 && !rows_are_x)
     DI_CUDA_TRY(dc::copy_device_to_device(Xr, a.X, static_cast<size_t>(a.Nd * n * d) * 4, stream_));
   for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
     const SeqIdx& si = idx[s];
@@ -562,7 +572,9 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   const float eps = static_cast<float>(c_.rms_eps);
   DI_CUDA_TRY(dc::hc_pre(Xr, a.head_rows, d, w_.hc_head.fn.as<float>(), w_.hc_head.base.as<float>(),
                          w_.hc_head.scale.as<float>(), eps, static_cast<float>(c_.hc_eps),
-                         static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws, stream_));
+                         static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws, stream_, false,
+                         nullptr, a.hc_partials));
+  a.hc_partials = false;
   Packed hnp;  // the head's bf16 rows (or FP8 ones for an FP8 head)
   DI_TRY(norm_pack(hin, a.head_rows, d, w_.norm.as<float>(), hn, V, w_.head.fp8, !w_.head.fp8,
                    {kPackQ8, kPackQs, kPack16}, hnp));
@@ -586,7 +598,9 @@ Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   DI_TRY(mark(part::kEmbedding));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
-    const GpuHc* next_hc = l + 1 < w_.layers.size() ? &w_.layers[l + 1].hc_attn : nullptr;
+    const GpuHc* next_hc = l + 1 < w_.layers.size() ? &w_.layers[l + 1].hc_attn
+                           : decode_only(runs, a)   ? &w_.hc_head  // the head reads X's rows as they are
+                                                    : nullptr;
     DI_TRY(moe(w_.layers[l], next_hc, a).with_context("layer " + std::to_string(l) + " moe"));
   }
   DI_TRY(head(runs, idx, a));

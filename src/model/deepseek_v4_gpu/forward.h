@@ -201,6 +201,8 @@ class Forward {
   /// next_hc: the next layer's attention mHC site (null after the last layer): at decode sizes the
   /// MoE's closing post makes its hc_pre partials (hc_next).
   Status moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a);
+  /// Every run decodes one row: the head's rows are X's first a.Nd rows, in order.
+  static bool decode_only(std::span<const SeqRun> runs, const Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);
   Status alloc_acts(Acts& a);
   template <class T>
