@@ -198,8 +198,9 @@ class Forward {
   int64_t wide_experts_from(const GpuLayer& L) const;
   bool wgmma_experts() const;
   bool fp8_experts(const GpuLayer& L) const;
-  /// next_hc: the next layer's attention mHC site (null after the last layer): at decode sizes the
-  /// MoE's closing post makes its hc_pre partials (hc_next).
+  /// next_hc: the mHC site whose hc_pre comes next (the next layer's attention; after the last
+  /// layer the head's for a decode-only batch, else null): at decode sizes the MoE's closing post
+  /// makes its partials (hc_next).
   Status moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a);
   /// Every run decodes one row: the head's rows are X's first a.Nd rows, in order.
   static bool decode_only(std::span<const SeqRun> runs, const Acts& a);
