@@ -75,6 +75,10 @@ struct HcWs {
     return token_major ? (t * nchunk + c) * kHcOut + r : (int64_t(c) * kHcOut + r) * T + t;
   }
   __device__ __forceinline__ int64_t chunk_stride() const { return token_major ? kHcOut : int64_t(kHcOut) * T; }
+  /// The layout hc_pre's partial kernels (and a fused post's partials) write for T tokens of width d.
+  static HcWs of(int64_t T, int64_t d) {
+    return HcWs{T, static_cast<int>(kHcN * d / kHcKc), T < kHcSplitFinishMinT};  // token-major for hc_finish_kernel
+  }
 };
 // Prefill: grid (ceil(T/64), nchunk), 128 threads = 16 token groups x 8 lanes; a thread holds
 // 4 tokens x 25 accumulators; fn's chunk (24 x 512) is staged in shared memory once per block;
@@ -583,7 +587,7 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   const int nd = static_cast<int>(kHcN * d), nchunk = nd / kHcKc, Ti = static_cast<int>(T);
   float* ws = static_cast<float*>(workspace);
   const cudaStream_t s = as_stream(stream);
-  const HcWs wl{T, nchunk, T < kHcSplitFinishMinT};  // token-major for hc_finish_kernel
+  const HcWs wl = HcWs::of(T, d);
   if (partials_ready) {
     if (!hc_post_partial_fits(T, d)) return fail("hc_pre: partials_ready past hc_post_partial_fits");
   } else if (T >= kHcPTok4MinT) {
@@ -652,10 +656,8 @@ bool launch_post(const char* what, float* X, int64_t T, int64_t d, const float* 
   if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), static_cast<int>(kHcPpSmem), attr_set,
                                      "hc_post_partial: shared-memory size"))
     return false;
-  const int nchunk = static_cast<int>(kHcN * d / kHcKc);
-  const HcWs wl{T, nchunk, T < kHcSplitFinishMinT};  // hc_pre's layout for these T
   detail::launch_pdl(kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcKc)), kHcPpThreads, kHcPpSmem, s,
-                     X, static_cast<int>(d), post, comb, f, mc, next->fn, static_cast<float*>(next->workspace), wl);
+                     X, static_cast<int>(d), post, comb, f, mc, next->fn, static_cast<float*>(next->workspace), HcWs::of(T, d));
   return check_launch(what);
 }
 
