@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The thirty-eighth slice's plan (written 2026-12-07 after the session's device time ran out; not
-# run): tools/device/pending/thirty-eighth-router-two-warp-blocks.patch, the decode router's logits
+# The thirty-eighth slice's plan (written 2026-12-07 after the session's device time ran out; ran
+# on an H100 on 2026-12-07 at 09:10 UTC, next session: tests passed, device ms b1 1.160 -> 1.154,
+# b8 1.867 -> 1.865; landed): tools/device/pending/thirty-eighth-router-two-warp-blocks.patch, the decode router's logits
 # in blocks of 2 warps (grid E/2 x T) instead of 8 (E/8 x T): the same per-lane order (the bits
 # cannot change: RouteRowInvariance compares the decode kernel with every tile shape), the token's
 # gate spread over 4x the SMs (batch 1's ncu table, thirty-seventh slice: 7.9 us for a 2 MB gate on
