@@ -84,7 +84,7 @@ struct CudaTuning {
   int moe_fp8_max_rows = 0;  // the FP8 expert kernels for groups of up to 64 or 128 rows (prefill's); 0: 128
   int route_gemm_rows = 0;  // routers of more than this many rows take their logits from one bf16 GEMM
                             // (moe_route_gemm); 0: 256 (prefill chunks), -1: never
-  int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 16, -1: never
+  int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 1, -1: never
   int fp8_wgmma_max_rows = 0;  // ... and up to this many rows, 64-256 (past 64 every N, where cuBLASLt runs them by
                                // default); 0: 64
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size

@@ -209,8 +209,9 @@ struct HcSiteDev {
 
 // hc_post / moe_combine_hc_post with an HcNext (the next sub-layer's chunk partials in the same
 // launch), then hc_pre(..., partials_ready) == the post, then hc_pre, bit for bit: the new X and
-// hc_pre's pre, post, comb and input, at 1, 7 and 16 tokens (every size hc_post_partial_fits
-// takes), d 4096 and 1024, with and without the MoE combine; 17 tokens do not fit.
+// hc_pre's pre, post, comb and input, at 1 and 4 tokens (the kernel in clusters of 4 blocks), 5, 7
+// and 16 (one block a column group; 16: the most hc_post_partial_fits takes), d 4096 and 1024, with
+// and without the MoE combine; 17 tokens do not fit.
 TEST(CudaLayerOps, HcPostNextPartialsBitwise) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(18);
@@ -219,7 +220,7 @@ TEST(CudaLayerOps, HcPostNextPartialsBitwise) {
   EXPECT_FALSE(dc::hc_post_partial_fits(1, 1280));
   for (const int64_t d : {int64_t(4096), int64_t(1024)}) {
     HcSiteDev site(rng, d);
-    for (const int64_t T : {int64_t(1), int64_t(7), int64_t(16)})
+    for (const int64_t T : {int64_t(1), int64_t(4), int64_t(5), int64_t(7), int64_t(16)})
       for (const bool combine : {false, true}) {
         ASSERT_TRUE(dc::hc_post_partial_fits(T, d));
         const int K = 6;
@@ -296,64 +297,71 @@ TEST(CudaLayerOps, HcCombLaterBitwise) {
 // hc_pre with its norm (dc::HcNormPack: in hc_finish's launch below 1,025 tokens, its own launch
 // from there) == hc_pre, then rms_norm_pack on its input, bit for bit: pre, post, comb, input, the
 // normed rows, their e4m3 bytes and scales (row-major and K-block-major) and their bf16 copy; and
-// the normed rows alone (no forms) == rms_norm. 1, 7, 300 tokens (and comb on the side at 7) and
-// 1,100.
+// the normed rows alone (no forms) == rms_norm. d 4096: 1, 7 (comb on the side), 32 tokens (the
+// norm spread over a token's column blocks), 33 and 300 (one block a token) and 1,100; d 1024 and
+// 2048 (one and two column blocks) at 1 and 7.
 TEST(CudaLayerOps, HcPreNormPackBitwise) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(23);
-  const int64_t d = 4096, n = 4;
-  HcSiteDev site(rng, d);
-  Dev &dfn = site.dfn, &dbase = site.dbase, &dscale = site.dscale;
-  const auto w = randn(d, rng, 0.3f);
-  Dev dw(w.data(), d * 4);
-  for (const int64_t T : {int64_t(1), int64_t(7), int64_t(300), int64_t(1100)}) {
-    const auto X = randn(T * n * d, rng);
-    Dev dX(X.data(), X.size() * 4);
-    for (const int forms : {0, 1, 2}) {  // 0: y alone; 1: e4m3 (row-major scales) + bf16; 2: e4m3, K-block-major
-      const bool later = T == 7;
-      std::vector<float> f32[2][5];
-      std::vector<uint8_t> q8[2];
-      std::vector<uint16_t> b16[2];
-      for (int fused = 0; fused < 2; ++fused) {
-        Dev pre(T * n * 4), post(T * n * 4), comb(T * n * n * 4), in(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
-        Dev y(T * d * 4), q(T * d), qs(T * d / 128 * 4), y16(T * d * 2);
-        dc::HcNormPack pk;
-        pk.weight = dw.as<float>(), pk.eps = 1e-6f, pk.y = y.as<float>();
-        if (forms > 0) pk.q = q.as<uint8_t>(), pk.scales = qs.as<float>(), pk.scales_t = forms == 2;
-        if (forms == 1) pk.y16 = y16.as<uint16_t>();
-        ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f,
-                               1e-6f, 20, pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p,
-                               nullptr, later, fused ? &pk : nullptr))
-            << dc::last_error();
-        if (later) {
-          ASSERT_TRUE(dc::hc_pre_comb(T, d, dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20, comb.as<float>(),
-                                      ws.p))
+  const int64_t n = 4;
+  for (const int64_t d : {int64_t(4096), int64_t(1024), int64_t(2048)}) {
+    HcSiteDev site(rng, d);
+    Dev &dfn = site.dfn, &dbase = site.dbase, &dscale = site.dscale;
+    const auto w = randn(d, rng, 0.3f);
+    Dev dw(w.data(), d * 4);
+    const std::vector<int64_t> Ts = d == 4096 ? std::vector<int64_t>{1, 7, 32, 33, 300, 1100} : std::vector<int64_t>{1, 7};
+    for (const int64_t T : Ts) {
+      const auto X = randn(T * n * d, rng);
+      Dev dX(X.data(), X.size() * 4);
+      for (const int forms : {0, 1, 2}) {  // 0: y alone; 1: e4m3 (row-major scales) + bf16; 2: e4m3, K-block-major
+        const bool later = T == 7;
+        std::vector<float> f32[2][5];
+        std::vector<uint8_t> q8[2];
+        std::vector<uint16_t> b16[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          Dev pre(T * n * 4), post(T * n * 4), comb(T * n * n * 4), in(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
+          Dev y(T * d * 4), q(T * d), qs(T * d / 128 * 4), y16(T * d * 2);
+          dc::HcNormPack pk;
+          pk.weight = dw.as<float>(), pk.eps = 1e-6f, pk.y = y.as<float>();
+          if (forms > 0) pk.q = q.as<uint8_t>(), pk.scales = qs.as<float>(), pk.scales_t = forms == 2;
+          if (forms == 1) pk.y16 = y16.as<uint16_t>();
+          ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f,
+                                 1e-6f, 20, pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p,
+                                 nullptr, later, fused ? &pk : nullptr))
               << dc::last_error();
+          if (later) {
+            ASSERT_TRUE(dc::hc_pre_comb(T, d, dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20, comb.as<float>(),
+                                        ws.p))
+                << dc::last_error();
+          }
+          if (!fused) {
+            ASSERT_TRUE(forms == 0 ? dc::rms_norm(in.as<float>(), T, d, dw.as<float>(), 1e-6f, y.as<float>())
+                                   : dc::rms_norm_pack(in.as<float>(), T, d, dw.as<float>(), 1e-6f, y.as<float>(), pk.q,
+                                                       pk.scales, pk.scales_t, pk.y16))
+                << dc::last_error();
+          }
+          ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+          f32[fused][0] = download<float>(pre, T * n), f32[fused][1] = download<float>(post, T * n);
+          f32[fused][2] = download<float>(comb, T * n * n), f32[fused][3] = download<float>(in, T * d);
+          f32[fused][4] = download<float>(y, T * d);
+          if (forms > 0) q8[fused] = download<uint8_t>(q, T * d);
+          if (forms > 0) {
+            const auto sc = download<float>(qs, T * d / 128);
+            f32[fused][4].insert(f32[fused][4].end(), sc.begin(), sc.end());
+          }
+          if (forms == 1) b16[fused] = download<uint16_t>(y16, T * d);
         }
-        if (!fused) {
-          ASSERT_TRUE(forms == 0 ? dc::rms_norm(in.as<float>(), T, d, dw.as<float>(), 1e-6f, y.as<float>())
-                                 : dc::rms_norm_pack(in.as<float>(), T, d, dw.as<float>(), 1e-6f, y.as<float>(), pk.q,
-                                                     pk.scales, pk.scales_t, pk.y16))
-              << dc::last_error();
-        }
-        ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-        f32[fused][0] = download<float>(pre, T * n), f32[fused][1] = download<float>(post, T * n);
-        f32[fused][2] = download<float>(comb, T * n * n), f32[fused][3] = download<float>(in, T * d);
-        f32[fused][4] = download<float>(y, T * d);
-        if (forms > 0) q8[fused] = download<uint8_t>(q, T * d);
-        if (forms > 0) {
-          const auto sc = download<float>(qs, T * d / 128);
-          f32[fused][4].insert(f32[fused][4].end(), sc.begin(), sc.end());
-        }
-        if (forms == 1) b16[fused] = download<uint16_t>(y16, T * d);
+        for (int o = 0; o < 5; ++o)
+          EXPECT_EQ(first_bit_mismatch(f32[0][o], f32[1][o]), -1)
+              << "d " << d << " T " << T << " forms " << forms << " output " << o << " (pre, post, comb, input, y + scales)";
+        EXPECT_TRUE(q8[0] == q8[1]) << "d " << d << " T " << T << " forms " << forms << ": e4m3 bytes differ";
+        EXPECT_TRUE(b16[0] == b16[1]) << "d " << d << " T " << T << " forms " << forms << ": bf16 copies differ";
       }
-      for (int o = 0; o < 5; ++o)
-        EXPECT_EQ(first_bit_mismatch(f32[0][o], f32[1][o]), -1)
-            << "T " << T << " forms " << forms << " output " << o << " (pre, post, comb, input, y + scales)";
-      EXPECT_TRUE(q8[0] == q8[1]) << "T " << T << " forms " << forms << ": e4m3 bytes differ";
-      EXPECT_TRUE(b16[0] == b16[1]) << "T " << T << " forms " << forms << ": bf16 copies differ";
     }
   }
+  const int64_t d = 4096;
+  HcSiteDev site(rng, d);
+  Dev &dfn = site.dfn, &dbase = site.dbase, &dscale = site.dscale;
   // Bad input: q without scales.
   dc::HcNormPack bad;
   Dev y(4096 * 4), q(4096), X(4 * 4096 * 4), pre(16), post(16), comb(64), in(4096 * 4), ws(dc::hc_pre_workspace_bytes(1, d));

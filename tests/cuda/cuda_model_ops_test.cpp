@@ -350,36 +350,37 @@ TEST(CudaModelOps, MoeSortTokensMatchesStableSortAndBuildGroups) {
 
 // The query heads' fused tail against the three kernels it replaces, bit for bit: D 256 / 512 /
 // 1024 (RoPE on the last 64), 64 rows per position, positions up to 1M, rows of very different
-// magnitudes (the norm's sum order shows there first).
+// magnitudes (the norm's sum order shows there first); 64 rows (blocks of 2 warps) and 2,368 (of 8).
 TEST(CudaModelOps, HeadNormRopeMatchesThreeKernels) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(31);
-  for (int64_t D : {int64_t(256), int64_t(512), int64_t(1024)}) {
-    const int64_t rows = 64 * 37, R = 64;
-    auto x = randn(rows * D, rng, 1.f);
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < D; ++c) x[r * D + c] *= std::ldexp(1.f, int(r % 23) - 11);
-    std::vector<int32_t> pos(rows / 64);
-    for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);
-    std::vector<float> inv(R / 2);
-    for (int64_t i = 0; i < R / 2; ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(R));
-    Dev dx(x.data(), x.size() * 4), dy(x.size() * 4), dpos(pos.data(), pos.size() * 4), dinv(inv.data(), inv.size() * 4);
-    Dev ref16(rows * D * 2), out16(rows * D * 2);
-    ASSERT_TRUE(dc::head_norm_rope_bf16(dx.as<float>(), rows, D, 1e-6f, D - R, int(R / 2), dpos.as<int32_t>(), 64,
-                                        dinv.as<float>(), out16.as<uint16_t>(), nullptr))
-        << dc::last_error();
-    ASSERT_TRUE(dc::rms_norm(dx.as<float>(), rows, D, nullptr, 1e-6f, dy.as<float>()));
-    ASSERT_TRUE(dc::rope_rows(dy.as<float>(), rows, D, D - R, int(R / 2), dpos.as<int32_t>(), 64, dinv.as<float>(),
-                              nullptr));
-    ASSERT_TRUE(dc::cast_f32_to_bf16(dy.as<float>(), rows, D, ref16.as<uint16_t>(), D));
-    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-    const auto a = download<uint16_t>(out16, rows * D), b = download<uint16_t>(ref16, rows * D);
-    int64_t bad = -1;
-    for (int64_t i = 0; i < rows * D && bad < 0; ++i)
-      if (a[i] != b[i]) bad = i;
-    EXPECT_LT(bad, 0) << "D=" << D << ": first mismatch at row " << bad / D << " col " << bad % D;
-    EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
-  }
+  for (int64_t D : {int64_t(256), int64_t(512), int64_t(1024)})
+    for (int64_t rows : {int64_t(64), int64_t(64 * 37)}) {
+      const int64_t R = 64;
+      auto x = randn(rows * D, rng, 1.f);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < D; ++c) x[r * D + c] *= std::ldexp(1.f, int(r % 23) - 11);
+      std::vector<int32_t> pos(rows / 64);
+      for (auto& p : pos) p = static_cast<int32_t>(rng() % 1000000);
+      std::vector<float> inv(R / 2);
+      for (int64_t i = 0; i < R / 2; ++i) inv[i] = std::pow(10000.f, -2.f * float(i) / float(R));
+      Dev dx(x.data(), x.size() * 4), dy(x.size() * 4), dpos(pos.data(), pos.size() * 4), dinv(inv.data(), inv.size() * 4);
+      Dev ref16(rows * D * 2), out16(rows * D * 2);
+      ASSERT_TRUE(dc::head_norm_rope_bf16(dx.as<float>(), rows, D, 1e-6f, D - R, int(R / 2), dpos.as<int32_t>(), 64,
+                                          dinv.as<float>(), out16.as<uint16_t>(), nullptr))
+          << dc::last_error();
+      ASSERT_TRUE(dc::rms_norm(dx.as<float>(), rows, D, nullptr, 1e-6f, dy.as<float>()));
+      ASSERT_TRUE(dc::rope_rows(dy.as<float>(), rows, D, D - R, int(R / 2), dpos.as<int32_t>(), 64, dinv.as<float>(),
+                                nullptr));
+      ASSERT_TRUE(dc::cast_f32_to_bf16(dy.as<float>(), rows, D, ref16.as<uint16_t>(), D));
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      const auto a = download<uint16_t>(out16, rows * D), b = download<uint16_t>(ref16, rows * D);
+      int64_t bad = -1;
+      for (int64_t i = 0; i < rows * D && bad < 0; ++i)
+        if (a[i] != b[i]) bad = i;
+      EXPECT_LT(bad, 0) << "D=" << D << " rows " << rows << ": first mismatch at row " << bad / D << " col " << bad % D;
+      EXPECT_EQ(download<float>(dx, rows * D), x) << "x must not be modified";
+    }
   EXPECT_FALSE(dc::head_norm_rope_bf16(nullptr, 1, 320, 1e-6f, 256, 32, nullptr, 1, nullptr, nullptr, nullptr));
 }
 
@@ -421,8 +422,9 @@ TEST(CudaModelOps, KvNormRopeMatchesFourKernels) {
     ASSERT_TRUE(dc::rope_rows(dy.as<float>(), rows, D, D - R, int(R / 2), dpos.as<int32_t>(), 1, dinv.as<float>(),
                               nullptr));
     ASSERT_TRUE(dc::cast_f32_to_bf16(dy.as<float>(), rows, D, ref16.as<uint16_t>(), D));
-    if (n_ring > 0)
+    if (n_ring > 0) {
       ASSERT_TRUE(dc::rows_to_rings(dy.as<float>(), n_ring, D, dpr.as<uint16_t* const>(), dpos.as<int32_t>(), W));
+    }
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     int64_t bad = first_bit_mismatch(download<uint16_t>(out16, rows * D), download<uint16_t>(ref16, rows * D));
     EXPECT_LT(bad, 0) << rows << " rows: first mismatch at row " << bad / D << " col " << bad % D;

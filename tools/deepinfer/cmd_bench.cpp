@@ -526,7 +526,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "--device cuda: router logits of more than this many rows from one bf16 GEMM of three-part rows, "
                 "fewer on the fp32 kernel (0: the default, 256; -1: never)");
   b->add_option("--fp8-wgmma-rows", a->tuning.fp8_wgmma_rows,
-                "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 16; "
+                "--device cuda: FP8 linears from this many rows (up to 64) on the wgmma decode kernel (0: the default, 1; "
                 "-1: never)");
   b->add_option("--fp8-wgmma-max-rows", a->tuning.fp8_wgmma_max_rows,
                 "--device cuda: ... and up to this many rows, 64 to 256 (past 64 every FP8 linear, which cuBLASLt "

@@ -89,6 +89,37 @@ void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cu
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
+/// launch_pdl for a grid in clusters of `cluster_y` blocks along y (blockIdx.y / cluster_y names the
+/// cluster, blockIdx.y % cluster_y the block's rank in it).
+template <class... KArgs, class... Args>
+void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                        unsigned cluster_y, Args&&... args) {
+  cudaLaunchAttribute attr[2] = {pdl_attribute(), {}};
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = 1;
+  attr[1].val.clusterDim.y = cluster_y;
+  attr[1].val.clusterDim.z = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+/// Every thread of every block of the cluster arrives, then waits (release / acquire at cluster
+/// scope: each thread's memory operations before it, shared and global, are seen by all after it).
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
 /// SM count of the current device (132, an H100/H200's, if it cannot be read: launch shapes that
 /// use it only change speed).
 inline int sm_count() {

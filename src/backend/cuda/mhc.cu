@@ -321,17 +321,49 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
   return y;
 }
 
-// Small T: grid (T, d/1024), 256 threads, one token and 1024 columns of input per block (kPack:
-// grid (T, 1), the block's 1024-column blocks in turn, then the token's RMSNorm and its packed
-// forms, detail::norm_pack_row, from the input it wrote: rms_norm_pack's bits). Every
-// thread first issues its X loads (4 float4, for the collapse at the end); threads 0..24 sum the
-// chunk partials while warp 1 stages base and scale in shared memory. Then, at once, warp 1 lanes
-// 0..7 compute pre (kept in shared memory for the collapse) and post, and, in column block 0 only,
-// warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other column blocks skip the Sinkhorn
-// (they need pre only). Column block 0 writes pre, post, comb; all threads collapse.
 // kPart: kHcAll as above; kHcNoComb, the same without the Sinkhorn (comb left to hc_pre_comb);
 // kHcCombOnly (grid T x 1), comb alone: no X, pre, post or input.
 enum HcFinishPart { kHcAll = 0, kHcNoComb = 1, kHcCombOnly = 2 };
+
+// The start every small-T finish shares (a block of 256 threads, token t): threads 0..24 sum the
+// chunk partials into sm while warp 1 stages base and scale in sbase; then, at once, warp 1 lanes
+// 0..7 compute pre (into spre, for the collapse) and post, and (kPart != kHcNoComb, `writer` only)
+// warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other blocks of the token skip the Sinkhorn
+// (they need pre only). The writer block writes pre, post, comb. The caller syncs before reading spre.
+template <int kPart>
+__device__ __forceinline__ void hc_finish_mix(int t, int T, int d, int nchunk, const float* __restrict__ ws,
+                                              const float* __restrict__ base, const float* __restrict__ scale,
+                                              float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
+                                              float* __restrict__ post, float* __restrict__ comb, bool writer,
+                                              float* sm, float* sbase, float* spre) {
+  const float* sscale = sbase + kHcMix;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, HcWs{T, nchunk, true}, t, threadIdx.x);
+  if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
+  __syncthreads();
+  if (warp == 0 && lane < kHcN * kHcN) {
+    if (kPart != kHcNoComb && writer) {
+      const float r = hc_rms_scale(sm, d, rms_eps);
+      comb[t * kHcN * kHcN + lane] = hc_comb_lanes(sm, r, sbase, sscale, hc_eps, iters, lane);
+    }
+  } else if (kPart != kHcCombOnly && warp == 1 && lane < 2 * kHcN) {
+    const float r = hc_rms_scale(sm, d, rms_eps);
+    const int j = lane % kHcN;
+    if (lane < kHcN) {
+      const float p = hc_pre_of(sm, r, sbase, sscale, hc_eps, j);
+      spre[j] = p;
+      if (writer) pre[t * kHcN + j] = p;
+    } else if (writer) {
+      post[t * kHcN + j] = hc_post_of(sm, r, sbase, sscale, j);
+    }
+  }
+}
+
+// Small T: grid (T, d/1024), 256 threads, one token and 1024 columns of input per block (kPack:
+// grid (T, 1), the block's 1024-column blocks in turn, then the token's RMSNorm and its packed
+// forms, detail::norm_pack_row, from the input it wrote: rms_norm_pack's bits). Every thread first
+// issues its X loads (4 float4, for the collapse at the end), then hc_finish_mix (column block 0
+// writes pre, post, comb); all threads collapse.
 template <int kPart, bool kPack = false>
 __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict__ X, int T, int d, int nchunk,
                                                         const float* __restrict__ ws, const float* __restrict__ base,
@@ -343,33 +375,15 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
   __shared__ float sm[kHcOut];
   __shared__ float sbase[kHcMix + 3];  // base, then scale
   __shared__ float spre[kHcN];
-  const float* sscale = sbase + kHcMix;
-  const int t = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int t = blockIdx.x;
   const int e = blockIdx.y * kHcChunk + threadIdx.x * 4;
   float4 v[kHcN];
   if (kPart != kHcCombOnly) {
 #pragma unroll
     for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
   }
-  if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, HcWs{T, nchunk, true}, t, threadIdx.x);
-  if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
-  __syncthreads();
-  if (warp == 0 && lane < kHcN * kHcN) {
-    if (kPart != kHcNoComb && blockIdx.y == 0) {
-      const float r = hc_rms_scale(sm, d, rms_eps);
-      comb[t * kHcN * kHcN + lane] = hc_comb_lanes(sm, r, sbase, sscale, hc_eps, iters, lane);
-    }
-  } else if (kPart != kHcCombOnly && warp == 1 && lane < 2 * kHcN) {
-    const float r = hc_rms_scale(sm, d, rms_eps);
-    const int j = lane % kHcN;
-    if (lane < kHcN) {
-      const float p = hc_pre_of(sm, r, sbase, sscale, hc_eps, j);
-      spre[j] = p;
-      if (blockIdx.y == 0) pre[t * kHcN + j] = p;
-    } else if (blockIdx.y == 0) {
-      post[t * kHcN + j] = hc_post_of(sm, r, sbase, sscale, j);
-    }
-  }
+  hc_finish_mix<kPart>(t, T, d, nchunk, ws, base, scale, rms_eps, hc_eps, iters, pre, post, comb, blockIdx.y == 0, sm,
+                       sbase, spre);
   if (kPart == kHcCombOnly) return;
   __syncthreads();
   *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = hc_collapse4(v, spre);
@@ -384,6 +398,53 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
     detail::norm_pack_row(input + int64_t(t) * d, t, T, d, pk.weight, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t,
                           pk.y16);
   }
+}
+
+// With the norm at few tokens (T <= kHcPackSpreadMaxT, d <= kHcPackMaxD): grid (T, d/1024), 256
+// threads. Every block of a token loads all of the token's X at once (d/256 float4 a thread), makes
+// the whole input row in shared memory (so the norm's sum of squares is row_rsqrt_mean_sq's over
+// the same values: rms_norm_pack's bits) and writes input, y and the packed forms of its own 1024
+// columns: the token's norm over d/1024 SMs, one round of loads, where hc_finish_kernel<.., true>
+// runs it in one block after d/1024 serial column passes (8.3 us at one token, d 4096, H100 ncu).
+constexpr int kHcPackSpreadMaxT = 32, kHcPackMaxD = 4096, kHcPackMaxCb = kHcPackMaxD / kHcChunk;
+template <int kPart>
+__global__ void __launch_bounds__(256) hc_finish_pack_kernel(const float* __restrict__ X, int T, int d, int nchunk,
+                                                             const float* __restrict__ ws,
+                                                             const float* __restrict__ base,
+                                                             const float* __restrict__ scale, float rms_eps,
+                                                             float hc_eps, int iters, float* __restrict__ pre,
+                                                             float* __restrict__ post, float* __restrict__ comb,
+                                                             float* __restrict__ input, HcNormPack pk) {
+  static_assert(kPart != kHcCombOnly, "the pack needs the collapse");
+  detail::pdl_entry();
+  __shared__ float sm[kHcOut];
+  __shared__ float sbase[kHcMix + 3];
+  __shared__ float spre[kHcN];
+  __shared__ __align__(16) float srow[kHcPackMaxD];
+  const int t = blockIdx.x, ncb = d / kHcChunk, mine = blockIdx.y;
+  float4 v[kHcPackMaxCb][kHcN];
+#pragma unroll
+  for (int cb = 0; cb < kHcPackMaxCb; ++cb)
+    if (cb < ncb) {
+#pragma unroll
+      for (int j = 0; j < kHcN; ++j)
+        v[cb][j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + cb * kHcChunk + threadIdx.x * 4);
+    }
+  hc_finish_mix<kPart>(t, T, d, nchunk, ws, base, scale, rms_eps, hc_eps, iters, pre, post, comb, mine == 0, sm, sbase,
+                       spre);
+  __syncthreads();
+#pragma unroll
+  for (int cb = 0; cb < kHcPackMaxCb; ++cb)
+    if (cb < ncb) {
+      const int e = cb * kHcChunk + threadIdx.x * 4;
+      const float4 y = hc_collapse4(v[cb], spre);
+      *reinterpret_cast<float4*>(srow + e) = y;
+      if (cb == mine) *reinterpret_cast<float4*>(input + int64_t(t) * d + e) = y;
+    }
+  __syncthreads();  // the whole row in shared memory
+  constexpr int kKbPerCb = kHcChunk / 128;
+  detail::norm_pack_row(srow, t, T, d, pk.weight, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t, pk.y16, mine * kKbPerCb,
+                        (mine + 1) * kKbPerCb);
 }
 
 // Large T, step 1: grid ceil(T/32), 256 threads: 8 warps sum the chunk partials of 32 tokens
@@ -487,40 +548,52 @@ __global__ void __launch_bounds__(256, 2) hc_post_kernel(float* __restrict__ X, 
 // Small T (kHcPostPartialMaxT tokens at most): the post, then the next sub-layer's hc_pre chunk
 // partials of the new X (its fn: fn_next), in one launch: hc_post_kernel's values and
 // hc_partial_decode_kernel's sums, bit for bit (the same per-element expressions, the same
-// per-output order), so hc_pre(..., partials_ready) goes on from them. Grid (T, d / kHcKc), 800
-// threads: block b owns columns [kHcKc b, kHcKc (b + 1)) of all four streams, so no other block
-// reads what it overwrites in place; those are the chunks s (d / kHcKc) + b, s = 0..3, of the
-// flat [4d] row. Before the PDL wait, thread (s, r, lane) = (tid / 200, tid / 8 % 25, tid % 8)
-// copies its 16 fn float4s into shared memory (cp.async: a weight no kernel writes; in registers
-// they would leave too few for 800 threads). Threads 0..127 make the post of one float4 column
-// each (every stream, kept in shared memory too); then every thread sums output r of chunk s as
-// the decode partial's lane does.
-constexpr int kHcPpThreads = kHcN * kHcOut * kHcLanes;  // 800
-constexpr int kHcPpCols = kHcKc / 4;                     // float4 columns a block owns: 128
-constexpr int kHcPostPartialMaxT = 16;                   // one block per SM: at most 128 of them
-constexpr size_t kHcPpSmem = sizeof(float4) * (kHcN * kHcPpCols + kHcPpThreads * kHcSteps);  // 212,992 B
-template <bool kCombine>
-__global__ void __launch_bounds__(kHcPpThreads) hc_post_partial_kernel(float* __restrict__ X, int d,
-                                                                       const float* __restrict__ post,
-                                                                       const float* __restrict__ comb,
-                                                                       const float* __restrict__ f, MoeCombineIn mc,
-                                                                       const float* __restrict__ fn_next,
-                                                                       float* __restrict__ ws, HcWs wl) {
+// per-output order), so hc_pre(..., partials_ready) goes on from them. Grid (T, R d / kHcKc), R =
+// kRanks blocks along y a column group b = blockIdx.y / R (a cluster when R > 1): the group owns
+// columns [kHcKc b, kHcKc (b + 1)) of all four streams, so no other group reads what it overwrites
+// in place; those are the chunks s (d / kHcKc) + b, s = 0..3, of the flat [4d] row. Its block of
+// rank q = blockIdx.y % R sums outputs r = q 24/R .. (q + 1) 24/R - 1 (rank R - 1 also row 24, the
+// sum of squares): before the PDL wait, thread (s, slot, lane) copies its 16 fn float4s into shared
+// memory (cp.async: a weight no kernel writes), 24/R rows of fn's 196 KB a group. Threads 0..127 of
+// every block make the post of one float4 column each (every stream, into shared memory); a barrier
+// (the cluster's: every block of the group has read the old X), then rank 0 writes the new X; every
+// thread sums output r of chunk s as the decode partial's lane does. R = 4 (48 KB of fn a block,
+// beside the kernel before) up to kHcPpClusterMaxT tokens: one token's 196 KB on one SM took 8 us
+// (H100 ncu; 6.2 in clusters); at 8 and 16 tokens the clusters were slower (H100, the model's step).
+template <int kRanks>
+struct HcPp {
+  static constexpr int kRows = kHcMix / kRanks;             // fn rows a block
+  static constexpr int kSlots = kRows + 1;                  // + the sum of squares (rank R - 1)
+  static constexpr int kThreads = kHcN * kSlots * kHcLanes;  // 800 (R 1) or 224 (R 4)
+  static constexpr int kCols = kHcKc / 4;                   // float4 columns a group owns: 128
+  static constexpr size_t kSmem = sizeof(float4) * (kHcN * kCols + size_t(kThreads) * kHcSteps);  // 213 / 64 KB
+  static_assert(kRows * kRanks == kHcMix && kThreads >= kCols, "the rows' and columns' split");
+};
+constexpr int kHcPostPartialMaxT = 16, kHcPpClusterMaxT = 4;
+template <bool kCombine, int kRanks>
+__global__ void __launch_bounds__(HcPp<kRanks>::kThreads) hc_post_partial_kernel(
+    float* __restrict__ X, int d, const float* __restrict__ post, const float* __restrict__ comb,
+    const float* __restrict__ f, MoeCombineIn mc, const float* __restrict__ fn_next, float* __restrict__ ws, HcWs wl) {
+  using P = HcPp<kRanks>;
   extern __shared__ float4 hc_pp_smem[];
-  float4* const xs = hc_pp_smem;                                // [kHcN][kHcPpCols]: the new X
-  float4* const fs = hc_pp_smem + kHcN * kHcPpCols + threadIdx.x;  // this thread's fn, stride kHcPpThreads
-  const int t = blockIdx.x, b = blockIdx.y, tid = threadIdx.x;
-  const int s = tid / (kHcOut * kHcLanes), r = tid / kHcLanes % kHcOut, lane = tid % kHcLanes;
+  float4* const xs = hc_pp_smem;                                 // [kHcN][kCols]: the new X
+  float4* const fs = hc_pp_smem + kHcN * P::kCols + threadIdx.x;  // this thread's fn, stride kThreads
+  const int t = blockIdx.x, b = blockIdx.y / kRanks, q = blockIdx.y % kRanks, tid = threadIdx.x;
+  const int s = tid / (P::kSlots * kHcLanes), slot = tid / kHcLanes % P::kSlots, lane = tid % kHcLanes;
+  const bool sq = slot == P::kRows;  // the sum of squares: rank R - 1's only
+  const int r = sq ? kHcMix : q * P::kRows + slot;
   const int nd = kHcN * d, c = s * (d / kHcKc) + b;  // this thread's chunk of the flat row
-  const bool sq = r >= kHcMix;                        // row 24: the sum of squares
   if (!sq) {
     const float4* p = reinterpret_cast<const float4*>(fn_next + int64_t(r) * nd + c * kHcKc + lane * 4);
 #pragma unroll
-    for (int i = 0; i < kHcSteps; ++i) cp_async16(fs + i * kHcPpThreads, p + 8 * i);
+    for (int i = 0; i < kHcSteps; ++i) cp_async16(fs + i * P::kThreads, p + 8 * i);
   }
   cp_async_commit();
   detail::pdl_entry();
-  if (tid < kHcPpCols) {
+  float* xt = X + int64_t(t) * nd;
+  const int col = b * P::kCols + tid;  // float4 column of each stream
+  float4 v[kHcN];
+  if (tid < P::kCols) {
     float C[kHcN][kHcN], pk[kHcN];
 #pragma unroll
     for (int j = 0; j < kHcN; ++j) {
@@ -528,32 +601,34 @@ __global__ void __launch_bounds__(kHcPpThreads) hc_post_partial_kernel(float* __
 #pragma unroll
       for (int k = 0; k < kHcN; ++k) C[j][k] = comb[(t * kHcN + j) * kHcN + k];
     }
-    float* xt = X + int64_t(t) * nd;
-    const int col = b * kHcPpCols + tid;  // float4 column of each stream
     float4 x[kHcN];
 #pragma unroll
     for (int j = 0; j < kHcN; ++j) x[j] = reinterpret_cast<const float4*>(xt + int64_t(j) * d)[col];
     const float4 fv = kCombine ? moe_combine4(mc, t, d, 4 * col) : reinterpret_cast<const float4*>(f + int64_t(t) * d)[col];
 #pragma unroll
-    for (int k = 0; k < kHcN; ++k) {
-      const float4 v = hc_post4(pk[k], C, k, x, fv);
-      reinterpret_cast<float4*>(xt + int64_t(k) * d)[col] = v;
-      xs[k * kHcPpCols + tid] = v;
-    }
+    for (int k = 0; k < kHcN; ++k) xs[k * P::kCols + tid] = v[k] = hc_post4(pk[k], C, k, x, fv);
   }
   cp_async_wait<0>();  // this thread's own fn copies (read back by it alone)
-  __syncthreads();     // the new X in shared memory
-  float acc = 0.f;
-  const float4* xr = xs + s * kHcPpCols + lane;
+  if constexpr (kRanks > 1) {
+    detail::cluster_sync();  // the new X in shared memory; every block of the group has read the old X
+  } else {
+    __syncthreads();  // the new X in shared memory (this block alone read the old X)
+  }
+  if (q == 0 && tid < P::kCols) {
+#pragma unroll
+    for (int k = 0; k < kHcN; ++k) reinterpret_cast<float4*>(xt + int64_t(k) * d)[col] = v[k];
+  }
+  float acc = 0.f;  // (the sum-of-squares slots of ranks 0..R-2 sum too, unwritten: lane8_sum's full-warp shuffles)
+  const float4* xr = xs + s * P::kCols + lane;
   if (sq) {
 #pragma unroll
     for (int i = 0; i < kHcSteps; ++i) acc = fma4(xr[8 * i], xr[8 * i], acc);
   } else {
 #pragma unroll
-    for (int i = 0; i < kHcSteps; ++i) acc = fma4(xr[8 * i], fs[i * kHcPpThreads], acc);
+    for (int i = 0; i < kHcSteps; ++i) acc = fma4(xr[8 * i], fs[i * P::kThreads], acc);
   }
   acc = lane8_sum(acc);
-  if (lane == 0) ws[wl.at(c, r, t)] = acc;
+  if (lane == 0 && (!sq || q == kRanks - 1)) ws[wl.at(c, r, t)] = acc;
 }
 
 inline unsigned blocks_for(int64_t n, int threads = 256) { return static_cast<unsigned>((n + threads - 1) / threads); }
@@ -601,6 +676,13 @@ bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* 
   }
   if (T < kHcSplitFinishMinT) {
     const HcNormPack pk = pack ? *pack : HcNormPack{};
+    if (pack && T <= kHcPackSpreadMaxT && d <= kHcPackMaxD) {
+      const auto kernel = comb_later ? hc_finish_pack_kernel<kHcNoComb> : hc_finish_pack_kernel<kHcAll>;
+      detail::launch_pdl(kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcChunk)), 256, 0, s, X, Ti,
+                         static_cast<int>(d), nchunk, ws, base, scale, rms_eps, hc_eps, sinkhorn_iters, pre, post, comb,
+                         input, pk);
+      return check_launch("hc_finish_pack_kernel");
+    }
     const auto kernel = pack ? (comb_later ? hc_finish_kernel<kHcNoComb, true> : hc_finish_kernel<kHcAll, true>)
                              : (comb_later ? hc_finish_kernel<kHcNoComb> : hc_finish_kernel<kHcAll>);
     const unsigned col_blocks = pack ? 1u : static_cast<unsigned>(d / kHcChunk);
@@ -638,6 +720,28 @@ bool hc_post_partial_fits(int64_t T, int64_t d) { return T >= 1 && T <= kHcPostP
 
 namespace {
 
+// hc_post_partial_kernel in groups of kRanks blocks (T, d checked by hc_post_partial_fits).
+template <bool kCombine, int kRanks>
+bool launch_post_partial(float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
+                         const MoeCombineIn& mc, const HcNext& next, cudaStream_t s) {
+  using P = HcPp<kRanks>;
+  static std::atomic<uint64_t> attr_set{0};
+  const auto kernel = hc_post_partial_kernel<kCombine, kRanks>;
+  if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), static_cast<int>(P::kSmem), attr_set,
+                                     "hc_post_partial: shared-memory size"))
+    return false;
+  const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(kRanks * d / kHcKc));
+  auto* ws = static_cast<float*>(next.workspace);
+  if constexpr (kRanks > 1) {
+    detail::launch_pdl_cluster(kernel, grid, P::kThreads, P::kSmem, s, kRanks, X, static_cast<int>(d), post, comb, f, mc,
+                               next.fn, ws, HcWs::of(T, d));
+  } else {
+    detail::launch_pdl(kernel, grid, P::kThreads, P::kSmem, s, X, static_cast<int>(d), post, comb, f, mc, next.fn, ws,
+                       HcWs::of(T, d));
+  }
+  return true;
+}
+
 // hc_post_kernel, or with `next` hc_post_partial_kernel (T, d checked by hc_post_partial_fits).
 template <bool kCombine>
 bool launch_post(const char* what, float* X, int64_t T, int64_t d, const float* post, const float* comb, const float* f,
@@ -651,13 +755,9 @@ bool launch_post(const char* what, float* X, int64_t T, int64_t d, const float* 
   }
   if (!hc_post_partial_fits(T, d) || !next->fn || !next->workspace)
     return fail(std::string(what) + ": the next partials need 1-16 tokens, d % 1024 == 0, fn and a workspace");
-  static std::atomic<uint64_t> attr_set{0};
-  const auto kernel = hc_post_partial_kernel<kCombine>;
-  if (!detail::max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), static_cast<int>(kHcPpSmem), attr_set,
-                                     "hc_post_partial: shared-memory size"))
-    return false;
-  detail::launch_pdl(kernel, dim3(static_cast<unsigned>(T), static_cast<unsigned>(d / kHcKc)), kHcPpThreads, kHcPpSmem, s,
-                     X, static_cast<int>(d), post, comb, f, mc, next->fn, static_cast<float*>(next->workspace), HcWs::of(T, d));
+  const bool ok = T <= kHcPpClusterMaxT ? launch_post_partial<kCombine, 4>(X, T, d, post, comb, f, mc, *next, s)
+                                        : launch_post_partial<kCombine, 1>(X, T, d, post, comb, f, mc, *next, s);
+  if (!ok) return false;
   return check_launch(what);
 }
 

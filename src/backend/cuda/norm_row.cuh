@@ -30,16 +30,18 @@ __device__ __forceinline__ float row_rsqrt_mean_sq(const float* __restrict__ xi,
 /// Row `row` (of n) of y = w * (x * r) (r = row_rsqrt_mean_sq; no w: unweighted) and, in the same
 /// pass, its FP8 activation q (quant_act_kernel's bits; scales row-major [row * d/128 + kb] or
 /// K-block-major [kb * n + row]) and / or its bf16 copy y16 (cast_bf16_kernel's rounding). Warp w
-/// handles the 128-column blocks w, w + 8, ...; lane j their columns 4j..4j+3. d % 128 == 0; a block
-/// of 256 threads, all calling it.
+/// handles the 128-column blocks kb_begin + w, + 8, ... below kb_end (default: the whole row); lane
+/// j their columns 4j..4j+3 (xi may be a shared-memory copy of the row: r reads all of it, the
+/// forms only [kb_begin, kb_end)). d % 128 == 0; a block of 256 threads, all calling it.
 __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int64_t row, int64_t n, int64_t d,
                                               const float* __restrict__ w, float eps, float* __restrict__ y,
                                               uint8_t* __restrict__ q, float* __restrict__ scales, bool scales_t,
-                                              uint16_t* __restrict__ y16) {
+                                              uint16_t* __restrict__ y16, int64_t kb_begin = 0,
+                                              int64_t kb_end = -1) {
   const float r = row_rsqrt_mean_sq(xi, d, eps);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t nkb = d / 128;
-  for (int64_t kb = warp; kb < nkb; kb += 8) {
+  const int64_t nkb = d / 128, kb_stop = kb_end < 0 ? nkb : kb_end;
+  for (int64_t kb = kb_begin + warp; kb < kb_stop; kb += 8) {
     const int64_t c = kb * 128 + lane * 4;
     const float4 xv = *reinterpret_cast<const float4*>(xi + c);
     float v[4] = {xv.x * r, xv.y * r, xv.z * r, xv.w * r};

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(256) head_norm_rope_kernel(const In* __restric
                                                              __nv_bfloat16* __restrict__ out, RowExtras ex) {
   detail::pdl_entry();
   const int lane = threadIdx.x & 31;
-  const int64_t r = int64_t(blockIdx.x) * 8 + (threadIdx.x >> 5);
+  const int64_t r = int64_t(blockIdx.x) * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (r >= rows) return;
   const In* xr = x + r * D;
   float v[8][NB];
@@ -143,14 +143,18 @@ bool launch_head_norm_rope(const char* what, const In* x, int64_t rows, int64_t 
   if (ex.n_ring > 0 && (ex.rings == nullptr || ex.window <= 0 || ex.n_ring > rows))
     return fail(std::string(what) + ": ring rows need rings, a positive window and at most `rows` rows");
   if (rows <= 0) return true;
-  const unsigned grid = blocks(rows, 8);
+  // A warp a row; blocks of 2 warps up to kFewRows rows (batch 1's 64 query heads: 32 SMs, not 8),
+  // else 8. The block size moves rows between SMs only: the same bits.
+  constexpr int64_t kFewRows = 1024;
+  const int threads = rows <= kFewRows ? 64 : 256;
+  const unsigned grid = blocks(rows, threads / 32);
   auto* o = reinterpret_cast<__nv_bfloat16*>(out);
   const int d = static_cast<int>(D), of = static_cast<int>(off);
   const cudaStream_t s = as_stream(stream);
   switch (D / 256) {
-    case 1: detail::launch_pdl(head_norm_rope_kernel<1, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
-    case 2: detail::launch_pdl(head_norm_rope_kernel<2, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
-    default: detail::launch_pdl(head_norm_rope_kernel<4, In>, grid, 256, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex);
+    case 1: detail::launch_pdl(head_norm_rope_kernel<1, In>, grid, threads, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
+    case 2: detail::launch_pdl(head_norm_rope_kernel<2, In>, grid, threads, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex); break;
+    default: detail::launch_pdl(head_norm_rope_kernel<4, In>, grid, threads, 0, s, x, rows, d, eps, of, pos, rows_per_pos, inv_freq, o, ex);
   }
   return check_launch(what);
 }

@@ -33,9 +33,12 @@ inline constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at
 // first choice ran the 2-8 MB weights at 16-22 us each (the EP step, ncu, H100). Larger prefill
 // chunks, whose sizes vary, keep the heuristic's first.
 inline constexpr int64_t kLtTimedMaxRows = 512;
-// Default mode: FP8 linears of 16-64 rows use the wgmma decode kernel, except from 33 rows those with
+// Default mode: FP8 linears of 1-64 rows use the wgmma decode kernel, except from 33 rows those with
 // 4096 output columns (wo_b, shared w2), where cuBLASLt measured ahead (op bench fp8mid, H200).
-inline constexpr int64_t kWgmmaMinRows = 16, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
+// Below 16 rows the mma.sync GEMV (fp8_linear_skinny) ran until the thirty-eighth slice: the wgmma
+// kernel took v4-flash-4's batch-1 step from 1.135 to 1.088 ms of device time and batch 8's from
+// 1.855 to 1.794 (H100, --fp8-wgmma-rows 1 against 16 in one call).
+inline constexpr int64_t kWgmmaMinRows = 1, kWgmmaMaxRows = 64, kWgmmaLtN = 4096;
 // The grouped wo_a also past 64 rows, in one launch up to this many (kFp8WgmmaMaxRows; at 129-256
 // rows each weight tile serves both halves of the batch): cuBLASLt there is one call per group on
 // transposed copies.
