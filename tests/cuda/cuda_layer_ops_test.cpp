@@ -18,7 +18,6 @@
 
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/model_ops.h"
-#include "backend/cuda/v4_ops.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
@@ -369,92 +368,6 @@ TEST(CudaLayerOps, HcPreNormPackBitwise) {
   bad.y = y.as<float>(), bad.q = q.as<uint8_t>();
   EXPECT_FALSE(dc::hc_pre(X.as<float>(), 1, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20,
                           pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p, nullptr, false, &bad));
-}
-
-// The selection in the grouping's launch (dc::MoeSelect) == the separate selection (moe_route's
-// top-k from the logits, or hash_route) then moe_build_groups, bit for bit: experts, weights,
-// slot_pos and the group descriptors. Top-k at 1, 5 and 8 tokens of 256 and 32 experts (logits
-// with ties: keys rounded to a few values), hash at 1, 8 and 300 tokens; and the limits.
-TEST(CudaLayerOps, SelectInGroupsBitwise) {
-  SKIP_WITHOUT_DEVICE();
-  std::mt19937 rng(41);
-  const int K = 6;
-  EXPECT_TRUE(dc::moe_select_fits(8, K, 256, false));
-  EXPECT_FALSE(dc::moe_select_fits(9, K, 256, false));
-  EXPECT_FALSE(dc::moe_select_fits(8, K, 512, false));
-  EXPECT_TRUE(dc::moe_select_fits(1000, K, 256, true));
-  EXPECT_FALSE(dc::moe_select_fits(1400, K, 256, true));  // T * k past moe_build_groups_max_slots
-  const int64_t vocab = 1000;
-  for (const int64_t E : {int64_t(256), int64_t(32)}) {
-    std::vector<int32_t> tid2eid(vocab * K);
-    for (int64_t v = 0; v < vocab; ++v) {
-      std::vector<int32_t> all(E);
-      std::iota(all.begin(), all.end(), 0);
-      std::shuffle(all.begin(), all.end(), rng);
-      for (int j = 0; j < K; ++j) tid2eid[v * K + j] = all[j];
-    }
-    const auto bias = randn(E, rng, 0.1f);
-    std::vector<dc::ExpertPtrs> hp(E);
-    for (int64_t e = 0; e < E; ++e) {
-      auto* b = reinterpret_cast<const uint8_t*>(uintptr_t(0x1000) * (e + 1));
-      hp[e] = {b, b + 1, b + 2, b + 3, b + 4, b + 5};
-    }
-    Dev dptrs(hp.data(), hp.size() * sizeof(dc::ExpertPtrs)), dt2e(tid2eid.data(), tid2eid.size() * 4),
-        dbias(bias.data(), E * 4);
-    for (const bool hash : {false, true})
-      for (const int64_t T : hash ? std::vector<int64_t>{1, 8, 300} : std::vector<int64_t>{1, 5, 8}) {
-        auto logits = randn(T * E, rng, 2.f);
-        if (!hash)
-          for (auto& x : logits) x = std::round(x * 2.f) / 2.f;  // ties among the keys
-        std::vector<int32_t> ids(T);
-        for (auto& i : ids) i = static_cast<int32_t>(rng() % vocab);
-        Dev dl(logits.data(), logits.size() * 4), dids(ids.data(), ids.size() * 4);
-        const int R = static_cast<int>(T * K), G = dc::moe_max_groups(T, K, E);
-        std::vector<uint8_t> groups[2];
-        std::vector<int32_t> ex[2], pos[2];
-        std::vector<float> wt[2];
-        for (int fused = 0; fused < 2; ++fused) {
-          Dev dex(R * 4), dw(R * 4), dpos(R * 4), g13(2 * G * sizeof(dc::Mxfp4Group)), g2(G * sizeof(dc::Mxfp4Group));
-          dc::MoeSelect sel;
-          sel.logits = dl.as<float>(), sel.bias = hash ? nullptr : dbias.as<float>(), sel.scaling = 1.5f;
-          sel.weights = dw.as<float>();
-          if (hash) sel.ids = dids.as<int32_t>(), sel.tid2eid = dt2e.as<int32_t>();
-          if (!fused) {
-            ASSERT_TRUE(hash ? dc::hash_route(dl.as<float>(), T, E, dids.as<int32_t>(), dt2e.as<int32_t>(), K, 1.5f,
-                                              dex.as<int32_t>(), dw.as<float>(), nullptr)
-                             : dc::moe_route_from_logits(dl.as<float>(), T, E, dbias.as<float>(), K, 1.5f,
-                                                         dex.as<int32_t>(), dw.as<float>()))
-                << dc::last_error();
-          }
-          ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), T, K, E, dptrs.as<dc::ExpertPtrs>(), nullptr, nullptr,
-                                           nullptr, nullptr, nullptr, 4096, 2048, G, dpos.as<int32_t>(),
-                                           g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>(), nullptr, 16, nullptr,
-                                           fused ? &sel : nullptr))
-              << dc::last_error();
-          ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-          ex[fused] = download<int32_t>(dex, R), wt[fused] = download<float>(dw, R), pos[fused] = download<int32_t>(dpos, R);
-          groups[fused] = download<uint8_t>(g13, 2 * G * sizeof(dc::Mxfp4Group));
-          const auto b2 = download<uint8_t>(g2, G * sizeof(dc::Mxfp4Group));
-          groups[fused].insert(groups[fused].end(), b2.begin(), b2.end());
-        }
-        const std::string at = "E " + std::to_string(E) + " T " + std::to_string(T) + (hash ? " hash" : " top-k");
-        EXPECT_EQ(ex[1], ex[0]) << at;
-        EXPECT_EQ(first_bit_mismatch(wt[1], wt[0]), -1) << at;
-        EXPECT_EQ(pos[1], pos[0]) << at;
-        EXPECT_TRUE(groups[1] == groups[0]) << at << ": group descriptors differ";
-      }
-  }
-  // A selection with offsets (sorted rows) or past moe_select_fits: an error, no launch.
-  Dev dex(64 * 4), dw(64 * 4), dpos(64 * 4), dl(9 * 256 * 4), g13(4096), g2(4096), off(257 * 4);
-  dc::MoeSelect sel;
-  sel.logits = dl.as<float>(), sel.weights = dw.as<float>();
-  EXPECT_FALSE(dc::moe_build_groups(dex.as<int32_t>(), 9, K, 256, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    4096, 2048, dc::moe_max_groups(9, K, 256), dpos.as<int32_t>(),
-                                    g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>(), nullptr, 16, nullptr, &sel));
-  EXPECT_FALSE(dc::moe_build_groups(dex.as<int32_t>(), 1, K, 256, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
-                                    4096, 2048, dc::moe_max_groups(1, K, 256), dpos.as<int32_t>(),
-                                    g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>(), nullptr, 16,
-                                    off.as<int32_t>(), &sel));
 }
 
 TEST(CudaLayerOps, RouteMatchesCpu) {

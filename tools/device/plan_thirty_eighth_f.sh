@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The thirty-eighth slice's sixth plan (2026-12-07, written and run the same session): the MoE's
+# The thirty-eighth slice's sixth plan (2026-12-07, written and run the same session; ran on an H100
+# at ~09:39 UTC: tests and memcheck clean; device ms b1 1.073 / 1.078 -> 1.076 / 1.075, b2 1.215 ->
+# 1.212, b8 1.779 -> 1.796, EP b256 27.14 -> 26.80: dropped, the code in git history, ca78ed6): the MoE's
 # expert selection in the grouping's launch (dc::MoeSelect: hash layers wherever moe_build_groups
 # runs unsorted, top-k up to 8 tokens, a warp a token), one launch less a layer; the same bits
 # (the selection's expressions shared, moe_select.cuh).

@@ -11,7 +11,6 @@
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/mma_common.cuh"
 #include "backend/cuda/moe_combine.cuh"
-#include "backend/cuda/moe_select.cuh"
 
 namespace deepinfer::cuda {
 
@@ -25,42 +24,25 @@ namespace {
 
 // ---- expert grouping (one block of 256 threads; E <= 1024: 4 experts per thread in the scans) ----
 constexpr int kMaxSlots = 8192, kGroupRows = 16;  // default: one m16 tile per group, the fast MT = 1 path
-constexpr int kSelectMaxT = 8, kSelectMaxE = 256;  // the top-k selection in the grouping's launch: a warp a token
 __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restrict__ experts, int TK, int E,
                                                          const ExpertPtrs* __restrict__ ptrs, const float* x_perm,
                                                          float* g_perm, float* u_perm, const float* a_perm,
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
                                                          int group_rows, int32_t* __restrict__ slot_pos,
                                                          Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2,
-                                                         const int32_t* __restrict__ offsets, int k,
-                                                         int32_t* __restrict__ selected, MoeSelect sel) {
+                                                         const int32_t* __restrict__ offsets) {
   detail::pdl_entry();
   __shared__ int ex[kMaxSlots];
   __shared__ int cg[2][1024], off[1024];  // cg: the counts and the groups' starts, then (E <= 256) the warps' counts
   int* const cnt = cg[0];
   int* const gst = cg[1];
-  const bool select = selected != nullptr;
-  if (select) {  // the selection first: into ex[] and `selected` (the experts the caller reads later)
-    const int T = TK / k;
-    if (sel.ids) {  // hash: a thread per token
-      for (int t = threadIdx.x; t < T; t += blockDim.x) {
-        detail::hash_route_token(sel.logits, E, sel.ids, sel.tid2eid, k, sel.scaling, t, selected, sel.weights);
-        for (int j = 0; j < k; ++j) ex[t * k + j] = selected[t * k + j];
-      }
-    } else if (const int w = threadIdx.x >> 5; w < T) {  // top-k: a warp per token (moe_select_fits)
-      int chosen[16];
-      detail::topk_warp_token<kSelectMaxE / 32>(sel.logits, E, sel.bias, k, sel.scaling, w, chosen, sel.weights);
-      if ((threadIdx.x & 31) == 0)
-        for (int r = 0; r < k; ++r) ex[w * k + r] = selected[w * k + r] = chosen[r];
-    }
-  }
   if (offsets) {  // sorted already (moe_sort_tokens): the counts from its offsets, slot_pos as it wrote it
     for (int e = threadIdx.x; e < E; e += blockDim.x) cnt[e] = offsets[e + 1] - offsets[e];
   } else {
     for (int i = threadIdx.x; i < E; i += blockDim.x) cnt[i] = 0;
     __syncthreads();
     for (int i = threadIdx.x; i < TK; i += blockDim.x) {
-      const int e = select ? ex[i] : experts[i];
+      const int e = experts[i];
       ex[i] = e;
       atomicAdd(&cnt[e], 1);
     }
@@ -277,29 +259,17 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream, int group_rows, const int32_t* offsets,
-                      const MoeSelect* select) {
+                      Mxfp4Group* groups2, void* stream, int group_rows, const int32_t* offsets) {
   if ((!offsets && T * k > kMaxSlots) || n_experts > 1024)
     return fail("moe_build_groups: T*k > 8192 without offsets, or E > 1024");
   if (group_rows != 16 && group_rows != 32 && group_rows != 64 && group_rows != 128)
     return fail("moe_build_groups: group_rows not 16, 32, 64 or 128");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
-  if (select && (offsets || !moe_select_fits(T, k, n_experts, select->ids != nullptr) || !select->logits ||
-                 !select->weights || !experts || (select->ids == nullptr) != (select->tid2eid == nullptr)))
-    return fail("moe_build_groups: a selection needs logits, weights, experts, no offsets and moe_select_fits");
   if (T <= 0) return true;
-  // (with a selection the kernel reads its own picks, not `experts`, which it writes)
-  detail::launch_pdl(moe_groups_kernel, 1, 256, 0, as_stream(stream), select ? nullptr : experts, static_cast<int>(T * k), static_cast<int>(n_experts),
+  detail::launch_pdl(moe_groups_kernel, 1, 256, 0, as_stream(stream), experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
-                                                      max_groups, group_rows, slot_pos, groups13, groups2, offsets, k,
-                                                      select ? const_cast<int32_t*>(experts) : nullptr,
-                                                      select ? *select : MoeSelect{});
+                                                      max_groups, group_rows, slot_pos, groups13, groups2, offsets);
   return check_launch("moe_groups_kernel");
-}
-
-bool moe_select_fits(int64_t T, int k, int64_t n_experts, bool hash) {
-  if (T <= 0 || k <= 0 || k > 16 || n_experts > 1024) return false;
-  return hash ? T * k <= kMaxSlots : T <= kSelectMaxT && n_experts <= kSelectMaxE;
 }
 
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm, void* stream) {

@@ -102,27 +102,12 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// T * k <= moe_build_groups_max_slots(), unless `offsets` is given: offsets [E + 1] and slot_pos
 /// as moe_sort_tokens (model_ops.h, any T) wrote them for the same experts; then only the groups
 /// are built (the same descriptors) and `experts` is not read.
-/// select (optional, no offsets): the experts are first picked in the same launch from the
-/// router's logits [T, E] and written to `experts` (then read), with their weights — hash_route's
-/// (ids and tid2eid set) or moe_route's top-k (else; moe_select_fits), bit for bit.
-struct MoeSelect {
-  const float* logits = nullptr;
-  const int32_t* ids = nullptr;      // hash layers: the tokens' ids ...
-  const int32_t* tid2eid = nullptr;  // ... and the table [vocab, k]
-  const float* bias = nullptr;       // top-k layers: the selection bias (may be null)
-  float scaling = 1.f;
-  float* weights = nullptr;  // [T, k]
-};
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
                       Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16,
-                      const int32_t* offsets = nullptr, const MoeSelect* select = nullptr);
+                      const int32_t* offsets = nullptr);
 int64_t moe_build_groups_max_slots();
-/// Whether moe_build_groups can make the selection for T tokens of top-k over E experts: hash
-/// layers wherever it runs without offsets (T * k <= moe_build_groups_max_slots()); top-k up to 8
-/// tokens (a warp each) of at most 256 experts.
-bool moe_select_fits(int64_t T, int k, int64_t n_experts, bool hash);
 /// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,
                  void* stream = nullptr);

@@ -7,7 +7,6 @@
 #include "backend/cuda/lane_math.cuh"
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/mma_common.cuh"
-#include "backend/cuda/moe_select.cuh"
 
 namespace deepinfer::cuda {
 
@@ -167,7 +166,9 @@ __global__ void __launch_bounds__(256) router_logits_staged_kernel(const float* 
     }
 }
 
-using detail::route_better;
+__device__ __forceinline__ bool better(float ka, int ia, float kb, int ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
 
 // One block (256 threads) per token.
 __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restrict__ logits, int E,
@@ -187,7 +188,9 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
     key[i] = -INFINITY;
     taken[i] = e >= E;
     if (e < E) {
-      const float s = detail::route_score(logits[int64_t(t) * E + e]);
+      const float x = logits[int64_t(t) * E + e];
+      const float sp = x > 20.f ? x : log1pf(expf(x));
+      const float s = sqrtf(sp);
       score[e] = s;
       key[i] = s + (bias ? bias[e] : 0.f);
     }
@@ -198,13 +201,13 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int e = threadIdx.x + 256 * i;
-      if (!taken[i] && route_better(key[i], e, bk, bi)) bk = key[i], bi = e;
+      if (!taken[i] && better(key[i], e, bk, bi)) bk = key[i], bi = e;
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
       const float ok = __shfl_xor_sync(0xffffffffu, bk, o);
       const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (route_better(ok, oi, bk, bi)) bk = ok, bi = oi;
+      if (better(ok, oi, bk, bi)) bk = ok, bi = oi;
     }
     if (lane == 0) wk[warp] = bk, wi[warp] = bi;
     __syncthreads();
@@ -212,7 +215,7 @@ __global__ void __launch_bounds__(256) router_topk_kernel(const float* __restric
       float ck = wk[0];
       int ci = wi[0];
       for (int w = 1; w < 8; ++w)
-        if (route_better(wk[w], wi[w], ck, ci)) ck = wk[w], ci = wi[w];
+        if (better(wk[w], wi[w], ck, ci)) ck = wk[w], ci = wi[w];
       chosen[r] = ci;
     }
     __syncthreads();

@@ -7,7 +7,6 @@
 #include <string>
 
 #include "backend/cuda/cuda_common.cuh"
-#include "backend/cuda/moe_select.cuh"
 
 namespace deepinfer::cuda {
 
@@ -118,7 +117,18 @@ __global__ void hash_route_kernel(const float* logits, int64_t T, int64_t E, con
                                   const int32_t* tid2eid, int k, float scale, int32_t* experts, float* weights) {
   detail::pdl_entry();
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (t < T) detail::hash_route_token(logits, E, ids, tid2eid, k, scale, t, experts, weights);
+  if (t >= T) return;
+  float sum = 0.f;
+  for (int j = 0; j < k; ++j) {
+    const int32_t e = tid2eid[int64_t(ids[t]) * k + j];
+    const float l = logits[t * E + e];
+    const float sp = l > 20.f ? l : log1pf(expf(l));
+    const float s = sqrtf(sp);
+    experts[t * k + j] = e;
+    weights[t * k + j] = s;
+    sum += s;
+  }
+  for (int j = 0; j < k; ++j) weights[t * k + j] = weights[t * k + j] / sum * scale;
 }
 
 __global__ void expand_kernel(const float4* e, int64_t T, int64_t d4, int streams, float4* X) {

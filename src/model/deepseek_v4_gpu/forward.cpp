@@ -471,16 +471,11 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
       DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
       DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, rows * I));
     }
-    const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
-    const bool route_gemm = !c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows;
-    const bool sorted = R > dc::moe_build_groups_max_slots();
-    // The selection in the grouping's launch where it fits (hash layers unsorted, top-k up to 8
-    // tokens): one launch less, the same picks and weights (dc::MoeSelect).
-    const bool select_in_groups = !route_gemm && !sorted && dc::moe_select_fits(n, k, E, L.hash);
     // Hash layers: the router's logits only (hash_route's weights); tid2eid picks the experts.
-    int32_t* const chosen = L.hash || select_in_groups ? nullptr : experts;
-    float* const chosen_wts = L.hash || select_in_groups ? nullptr : wts;
-    if (route_gemm) {
+    int32_t* const chosen = L.hash ? nullptr : experts;
+    float* const chosen_wts = L.hash ? nullptr : wts;
+    const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
+    if (!c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows) {
       DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
       DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen,
                                      chosen_wts, rws, stream_));
@@ -488,16 +483,12 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, chosen_wts, stream_));
     }
-    dc::MoeSelect sel;
-    if (select_in_groups) {
-      sel.logits = lws, sel.bias = L.bias.as<float>(), sel.scaling = scaling, sel.weights = wts;
-      if (L.hash) sel.ids = a.ids + t0, sel.tid2eid = L.tid2eid.as<int32_t>();
-    } else if (L.hash) {
+    if (L.hash)
       DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
-    }
+    const bool sorted = R > dc::moe_build_groups_max_slots();
     if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
-                                     gr, sorted ? offsets : nullptr, select_in_groups ? &sel : nullptr));
+                                     gr, sorted ? offsets : nullptr));
     const dc::Mxfp4Layout layout = L.experts_tiled ? dc::Mxfp4Layout::tiles64 : dc::Mxfp4Layout::rows;
     // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
     // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
