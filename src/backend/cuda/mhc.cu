@@ -325,21 +325,28 @@ __device__ __forceinline__ float4 hc_collapse4(const float4 (&v)[kHcN], const fl
 // kHcCombOnly (grid T x 1), comb alone: no X, pre, post or input.
 enum HcFinishPart { kHcAll = 0, kHcNoComb = 1, kHcCombOnly = 2 };
 
+// Warp 1 lane l's base / scale value (l < 27; hc_finish_mix stages it in shared memory): weights no
+// kernel writes, loaded by the finish kernels before their PDL wait.
+__device__ __forceinline__ float hc_base_scale_lane(const float* __restrict__ base, const float* __restrict__ scale) {
+  const int lane = threadIdx.x & 31;
+  if ((threadIdx.x >> 5) != 1 || lane >= kHcMix + 3) return 0.f;
+  return lane < kHcMix ? base[lane] : scale[lane - kHcMix];
+}
+
 // The start every small-T finish shares (a block of 256 threads, token t): threads 0..24 sum the
-// chunk partials into sm while warp 1 stages base and scale in sbase; then, at once, warp 1 lanes
+// chunk partials into sm while warp 1 stages base and scale (bs: hc_base_scale_lane) in sbase; then, at once, warp 1 lanes
 // 0..7 compute pre (into spre, for the collapse) and post, and (kPart != kHcNoComb, `writer` only)
 // warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other blocks of the token skip the Sinkhorn
 // (they need pre only). The writer block writes pre, post, comb. The caller syncs before reading spre.
 template <int kPart>
-__device__ __forceinline__ void hc_finish_mix(int t, int T, int d, int nchunk, const float* __restrict__ ws,
-                                              const float* __restrict__ base, const float* __restrict__ scale,
+__device__ __forceinline__ void hc_finish_mix(int t, int T, int d, int nchunk, const float* __restrict__ ws, float bs,
                                               float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
                                               float* __restrict__ post, float* __restrict__ comb, bool writer,
                                               float* sm, float* sbase, float* spre) {
   const float* sscale = sbase + kHcMix;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (threadIdx.x < kHcOut) sm[threadIdx.x] = hc_chunk_sum(ws, HcWs{T, nchunk, true}, t, threadIdx.x);
-  if (warp == 1 && lane < kHcMix + 3) sbase[lane] = lane < kHcMix ? base[lane] : scale[lane - kHcMix];
+  if (warp == 1 && lane < kHcMix + 3) sbase[lane] = bs;
   __syncthreads();
   if (warp == 0 && lane < kHcN * kHcN) {
     if (kPart != kHcNoComb && writer) {
@@ -371,6 +378,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
                                                         int iters, float* __restrict__ pre, float* __restrict__ post,
                                                         float* __restrict__ comb, float* __restrict__ input,
                                                         HcNormPack pk) {
+  const float bs = hc_base_scale_lane(base, scale);
   detail::pdl_entry();
   __shared__ float sm[kHcOut];
   __shared__ float sbase[kHcMix + 3];  // base, then scale
@@ -382,7 +390,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
 #pragma unroll
     for (int j = 0; j < kHcN; ++j) v[j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + e);
   }
-  hc_finish_mix<kPart>(t, T, d, nchunk, ws, base, scale, rms_eps, hc_eps, iters, pre, post, comb, blockIdx.y == 0, sm,
+  hc_finish_mix<kPart>(t, T, d, nchunk, ws, bs, rms_eps, hc_eps, iters, pre, post, comb, blockIdx.y == 0, sm,
                        sbase, spre);
   if (kPart == kHcCombOnly) return;
   __syncthreads();
@@ -416,12 +424,19 @@ __global__ void __launch_bounds__(256) hc_finish_pack_kernel(const float* __rest
                                                              float* __restrict__ post, float* __restrict__ comb,
                                                              float* __restrict__ input, HcNormPack pk) {
   static_assert(kPart != kHcCombOnly, "the pack needs the collapse");
+  // Weights before the wait: base / scale, and the norm weight of the block's columns (thread tid's
+  // float4 is the one norm_pack_row's warp tid / 32, lane tid % 32 reads for column block `mine`).
+  const int t = blockIdx.x, ncb = d / kHcChunk, mine = blockIdx.y;
+  const float bs = hc_base_scale_lane(base, scale);
+  const float4 wv = pk.weight ? *reinterpret_cast<const float4*>(pk.weight + mine * kHcChunk + threadIdx.x * 4)
+                              : make_float4(0.f, 0.f, 0.f, 0.f);
   detail::pdl_entry();
   __shared__ float sm[kHcOut];
   __shared__ float sbase[kHcMix + 3];
   __shared__ float spre[kHcN];
   __shared__ __align__(16) float srow[kHcPackMaxD];
-  const int t = blockIdx.x, ncb = d / kHcChunk, mine = blockIdx.y;
+  __shared__ __align__(16) float sw[kHcChunk];  // the norm weight of the block's columns
+  *reinterpret_cast<float4*>(sw + threadIdx.x * 4) = wv;
   float4 v[kHcPackMaxCb][kHcN];
 #pragma unroll
   for (int cb = 0; cb < kHcPackMaxCb; ++cb)
@@ -430,7 +445,7 @@ __global__ void __launch_bounds__(256) hc_finish_pack_kernel(const float* __rest
       for (int j = 0; j < kHcN; ++j)
         v[cb][j] = *reinterpret_cast<const float4*>(X + (int64_t(t) * kHcN + j) * d + cb * kHcChunk + threadIdx.x * 4);
     }
-  hc_finish_mix<kPart>(t, T, d, nchunk, ws, base, scale, rms_eps, hc_eps, iters, pre, post, comb, mine == 0, sm, sbase,
+  hc_finish_mix<kPart>(t, T, d, nchunk, ws, bs, rms_eps, hc_eps, iters, pre, post, comb, mine == 0, sm, sbase,
                        spre);
   __syncthreads();
 #pragma unroll
@@ -443,8 +458,8 @@ __global__ void __launch_bounds__(256) hc_finish_pack_kernel(const float* __rest
     }
   __syncthreads();  // the whole row in shared memory
   constexpr int kKbPerCb = kHcChunk / 128;
-  detail::norm_pack_row(srow, t, T, d, pk.weight, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t, pk.y16, mine * kKbPerCb,
-                        (mine + 1) * kKbPerCb);
+  detail::norm_pack_row(srow, t, T, d, pk.weight ? sw : nullptr, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t, pk.y16,
+                        mine * kKbPerCb, (mine + 1) * kKbPerCb, int64_t(mine) * kHcChunk);
 }
 
 // Large T, step 1: grid ceil(T/32), 256 threads: 8 warps sum the chunk partials of 32 tokens

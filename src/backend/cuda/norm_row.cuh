@@ -32,12 +32,13 @@ __device__ __forceinline__ float row_rsqrt_mean_sq(const float* __restrict__ xi,
 /// K-block-major [kb * n + row]) and / or its bf16 copy y16 (cast_bf16_kernel's rounding). Warp w
 /// handles the 128-column blocks kb_begin + w, + 8, ... below kb_end (default: the whole row); lane
 /// j their columns 4j..4j+3 (xi may be a shared-memory copy of the row: r reads all of it, the
-/// forms only [kb_begin, kb_end)). d % 128 == 0; a block of 256 threads, all calling it.
+/// forms only [kb_begin, kb_end)); column c's weight is w[c - w_off] (w may hold just those
+/// columns, e.g. in shared memory). d % 128 == 0; a block of 256 threads, all calling it.
 __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int64_t row, int64_t n, int64_t d,
                                               const float* __restrict__ w, float eps, float* __restrict__ y,
                                               uint8_t* __restrict__ q, float* __restrict__ scales, bool scales_t,
                                               uint16_t* __restrict__ y16, int64_t kb_begin = 0,
-                                              int64_t kb_end = -1) {
+                                              int64_t kb_end = -1, int64_t w_off = 0) {
   const float r = row_rsqrt_mean_sq(xi, d, eps);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t nkb = d / 128, kb_stop = kb_end < 0 ? nkb : kb_end;
@@ -46,7 +47,7 @@ __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int6
     const float4 xv = *reinterpret_cast<const float4*>(xi + c);
     float v[4] = {xv.x * r, xv.y * r, xv.z * r, xv.w * r};
     if (w) {
-      const float4 wv = *reinterpret_cast<const float4*>(w + c);
+      const float4 wv = *reinterpret_cast<const float4*>(w + (c - w_off));
       v[0] = wv.x * v[0], v[1] = wv.y * v[1], v[2] = wv.z * v[2], v[3] = wv.w * v[3];
     }
     *reinterpret_cast<float4*>(y + row * d + c) = make_float4(v[0], v[1], v[2], v[3]);
