@@ -334,10 +334,11 @@ __device__ __forceinline__ float hc_base_scale_lane(const float* __restrict__ ba
 }
 
 // The start every small-T finish shares (a block of 256 threads, token t): threads 0..24 sum the
-// chunk partials into sm while warp 1 stages base and scale (bs: hc_base_scale_lane) in sbase; then, at once, warp 1 lanes
-// 0..7 compute pre (into spre, for the collapse) and post, and (kPart != kHcNoComb, `writer` only)
-// warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other blocks of the token skip the Sinkhorn
-// (they need pre only). The writer block writes pre, post, comb. The caller syncs before reading spre.
+// chunk partials into sm while warp 1 stages base and scale (bs: hc_base_scale_lane) in sbase;
+// then, at once, warp 1 lanes 0..7 compute pre (into spre, for the collapse) and post, and
+// (kPart != kHcNoComb, `writer` only) warp 0 lanes 0..15 compute comb (hc_comb_lanes); the other
+// blocks of the token skip the Sinkhorn (they need pre only). The writer block writes pre, post,
+// comb. The caller syncs before reading spre.
 template <int kPart>
 __device__ __forceinline__ void hc_finish_mix(int t, int T, int d, int nchunk, const float* __restrict__ ws, float bs,
                                               float rms_eps, float hc_eps, int iters, float* __restrict__ pre,
