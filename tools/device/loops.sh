@@ -235,7 +235,9 @@ ncu_ab() {
 
 # plan_finish: the scratch folder as $FINAL/logs.tgz, and the benches' JSON beside it where they
 # fit: a call brings back at most 8 files, so past 7 in all (logs.tgz counted) they stay in the
-# archive only (a run of 23 benches had lost logs.tgz itself to the limit).
+# archive only (a run of 23 benches had lost logs.tgz itself to the limit). The limit counts every
+# file under $FINAL, subfolders too: a plan that runs plan_matrix.sh after plan_finish (its OUT a
+# subfolder of $FINAL) has 3 files more to fit (plan_thirty_eighth_g.sh lost its matrix.json so).
 plan_finish() {
   local n_json n_final
   tar czf "$FINAL/logs.tgz" -C "$OUT" .

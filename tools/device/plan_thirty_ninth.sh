@@ -9,6 +9,7 @@
 #   groups, unsplit), the mHC tests (cluster launches), the wgmma linear, the model / synthetic /
 #   engine tests; racecheck and memcheck over the experts test;
 # - A/B against the build without the patches (deepinfer-before) at batch 1 (twice), 2 and 8;
+# - batch 1 with --attn-split 64 (twice; the thirty-eighth slice's one sample: 1.077 -> 1.067 ms);
 # - batch 1's step kernel by kernel (ncu).
 # Build (here): git apply tools/device/pending/thirty-ninth-*.patch; ninja -C build;
 #   tools/device/pack_bins.sh build/tools/deepinfer/deepinfer build/tests/cuda/{cuda_experts_test,
@@ -28,7 +29,9 @@ f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
 export BENCH_CONFIGS="$(ab_pairs "b1 $f4 --batch 1
 b2 $f4 --batch 2
 b8 $f4 --batch 8
-b1b $f4 --batch 1")"
+b1b $f4 --batch 1")
+s64-b1 $f4 --batch 1 --attn-split 64
+s64-b1b $f4 --batch 1 --attn-split 64"
 run_benches "$BIN/deepinfer" 100 | grep -E "rc=|^decode " | cut -c1-150
 for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
 ncu_step_table $((400 - (SECONDS - START))) "--synthetic v4-flash:4 --batch 1 --prompt-len 4096 --fill-state --gen-len 8" 40
