@@ -71,8 +71,8 @@ struct StepTimes {
 /// The model's StepTimes; reset=true zeroes them afterwards. An error for non-CUDA models.
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
-/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, fp8_wgmma_rows,
-/// fp8_wgmma_max_rows, attn_wgmma, attn_split and lt_timed change results,
+/// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, moe_split_k,
+/// fp8_wgmma_rows, fp8_wgmma_max_rows, attn_wgmma, attn_split and lt_timed change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
@@ -82,6 +82,8 @@ struct CudaTuning {
   bool moe_wgmma_exact = false;  // always their variant for any scales (slower), even when all fold
   bool moe_fp8 = true;     // expert groups (<= 128 rows) on the FP8 kernels (e4m3 rows, as the reference) where the scales fold
   int moe_fp8_max_rows = 0;  // the FP8 expert kernels for groups of up to 64 or 128 rows (prefill's); 0: 128
+  int moe_split_k = 0;     // the FP8 expert kernels' K split over clusters of 2 at decode widths: 0 by their rule
+                           // (few groups, long K), 1 never, 2 wherever the widths allow
   int route_gemm_rows = 0;  // routers of more than this many rows take their logits from one bf16 GEMM
                             // (moe_route_gemm); 0: 256 (prefill chunks), -1: never
   int fp8_wgmma_rows = 0;  // FP8 linears from this many rows (to 64; the grouped wo_a to 256) on the wgmma decode kernel; 0: 1, -1: never
@@ -89,8 +91,9 @@ struct CudaTuning {
                                // default); 0: 64
   int attn_heads_per_block = 0;  // decode attention's heads per block: 16 or 64; 0: by the launch size
   bool attn_wgmma = true;  // attention's 64-head blocks (large launches) on the warpgroup-MMA kernel
-  int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 256), fewer splits where
-                           // the batch fills the GPU (dc::decode_split_rows); default mode only
+  int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 64 for batches that would
+                           // leave most SMs idle, else 256: dc::decode_base_split), fewer splits where the batch fills
+                           // the GPU (dc::decode_split_rows); default mode only
   bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it, and past 256 rows the
                            // grouped wo_a's FP8 input is written group-major, wo_b's from its groups (same bits)
   bool hc_post_partial = true;  // up to 16 tokens an mHC post makes the next sub-layer's hc_pre partial sums in its
@@ -108,6 +111,7 @@ struct CudaTuning {
     if (!one_of(moe_group_rows, {0, 16, 32, 64})) return bad("--moe-group-rows", "0, 16, 32 or 64", moe_group_rows);
     if (moe_wide_rows < -1) return bad("--moe-wide-rows", kCount, moe_wide_rows);
     if (!one_of(moe_fp8_max_rows, {0, 64, 128})) return bad("--moe-fp8-max-rows", "0, 64 or 128", moe_fp8_max_rows);
+    if (!one_of(moe_split_k, {0, 1, 2})) return bad("--moe-split-k", "0 (by the rule), 1 (never) or 2 (always)", moe_split_k);
     if (route_gemm_rows < -1) return bad("--route-gemm-rows", kCount, route_gemm_rows);
     if (fp8_wgmma_rows < -1) return bad("--fp8-wgmma-rows", kCount, fp8_wgmma_rows);
     if (fp8_wgmma_max_rows != 0 && (fp8_wgmma_max_rows < 64 || fp8_wgmma_max_rows > 256))
@@ -115,7 +119,7 @@ struct CudaTuning {
     if (!one_of(attn_heads_per_block, {0, 16, 64}))
       return bad("--attn-heads-per-block", "0 (by the launch size), 16 or 64", attn_heads_per_block);
     if (attn_split < 0 || attn_split % 64 || attn_split > 65536)
-      return bad("--attn-split", "0 (the default, 256) or a multiple of 64 up to 65536", attn_split);
+      return bad("--attn-split", "0 (the default, by the batch) or a multiple of 64 up to 65536", attn_split);
     return Status::ok();
   }
 };

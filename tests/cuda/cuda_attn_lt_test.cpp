@@ -20,6 +20,8 @@
 #include <memory>
 #include <numeric>
 
+#include <cuda_runtime.h>
+
 #include "backend/backend.h"
 #include "backend/cuda/layer_ops.h"
 #include "cuda_test_util.h"
@@ -344,6 +346,16 @@ TEST(CudaAttention, DecodeSplitRowsByBatch) {
     }
   }
   EXPECT_EQ(0, dc::decode_split_rows(8, 640, 0));  // 0: one split a query, as passed
+  // The default base: 64 rows while batch x splits of 256 x 4 head blocks stay under a fifth of
+  // the SMs (CSA's 640 rows: 3 splits; HCA's 160: 1).
+  int sms = 0;
+  ASSERT_EQ(cudaSuccess, cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  EXPECT_EQ(64, dc::decode_base_split(1, 640));
+  EXPECT_EQ(256, dc::decode_base_split(sms, 640));
+  for (const int batch : {1, 2, 4, 8, 16, 64}) {
+    EXPECT_EQ(batch * 3 * 20 < sms ? 64 : 256, dc::decode_base_split(batch, 640)) << batch;
+    EXPECT_EQ(batch * 20 < sms ? 64 : 256, dc::decode_base_split(batch, 160)) << batch;
+  }
 }
 
 // The prefix form (index_is_prefix, no index array: HCA's every visible entry) equals the explicit

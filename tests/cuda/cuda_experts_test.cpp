@@ -403,8 +403,9 @@ TEST(CudaExperts, MoeRowsFp8AnyWidth) {
 
 // The FP8 expert kernels on experts of `rows` rows each, launched for groups of up to max_m rows
 // (64: the two-blocks-per-SM kernel; 128: the one-block kernel of 128-row prefill groups), step
-// by step against the CPU on the same rows, and on 64-row tiled weights bitwise the same.
-void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::mt19937& rng) {
+// by step against the CPU on the same rows, and on 64-row tiled weights bitwise the same. split:
+// the kernels' K split (0: by their rule, 1: never, 2: over clusters of 2 where the widths allow).
+void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::mt19937& rng, int split = 0) {
   ThreadPool pool(0);
   CpuOps cpu(pool);
   const int64_t d = 4096, I = 2048;
@@ -443,11 +444,12 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
   ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), R, 1, d, dslot.as<int32_t>(), x8.as<uint8_t>(), xs.as<float>(), R))
       << dc::last_error();
   ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dg13.as<dc::Mxfp4Group>(), G, max_m, x8.as<uint8_t>(), xs.as<float>(), R,
-                                               I, d, 10.f, a32.as<float>()))
+                                               I, d, 10.f, a32.as<float>(), dc::Mxfp4Layout::rows, nullptr, split))
       << dc::last_error();
   ASSERT_TRUE(dc::moe_rows_fp8(a32.as<float>(), R, 1, I, nullptr, a8.as<uint8_t>(), as.as<float>(), R))
       << dc::last_error();
-  ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, max_m, a8.as<uint8_t>(), as.as<float>(), R, d, I))
+  ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, max_m, a8.as<uint8_t>(), as.as<float>(), R, d, I,
+                                       dc::Mxfp4Layout::rows, nullptr, split))
       << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const auto gy = download<float>(y, R * d), ga = download<float>(a32, R * I);
@@ -483,9 +485,9 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
     const double err_y = rel_l2(got, y2);
     v4::expert_forward(cpu, p, w1s[e], w2s[e], w3s[e], xe.data(), m, ref.data());
     const double err = rel_l2(got, ref);
-    std::printf("fp8 experts (groups to %d rows), expert %zu (%d rows): rel L2 w13+SwiGLU %.3g, w2 %.3g, end to end vs cpu reference "
-                "rounding %.3g\n",
-                max_m, e, m, err_a, err_y, err);
+    std::printf("fp8 experts (groups to %d rows, split %d), expert %zu (%d rows): rel L2 w13+SwiGLU %.3g, w2 %.3g, end to end "
+                "vs cpu reference rounding %.3g\n",
+                max_m, split, e, m, err_a, err_y, err);
     EXPECT_LT(err_a, 5e-4) << "expert " << e;
     EXPECT_LT(err_y, 5e-4) << "expert " << e;
     EXPECT_LT(err, 5e-3) << "expert " << e;
@@ -502,17 +504,19 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
     }
     Dev dt13(t13.data(), t13.size() * sizeof(t13[0])), dt2(t2.data(), t2.size() * sizeof(t2[0]));
     ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dt13.as<dc::Mxfp4Group>(), G, max_m, x8.as<uint8_t>(), xs.as<float>(), R,
-                                                 I, d, 10.f, at32.as<float>(), dc::Mxfp4Layout::tiles64))
+                                                 I, d, 10.f, at32.as<float>(), dc::Mxfp4Layout::tiles64, nullptr, split))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_rows_fp8(at32.as<float>(), R, 1, I, nullptr, at8.as<uint8_t>(), ats.as<float>(), R));
     ASSERT_TRUE(dc::mxfp4_experts_w2_fp8(dt2.as<dc::Mxfp4Group>(), G, max_m, at8.as<uint8_t>(), ats.as<float>(), R, d, I,
-                                         dc::Mxfp4Layout::tiles64))
+                                         dc::Mxfp4Layout::tiles64, nullptr, split))
         << dc::last_error();
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
     EXPECT_EQ(first_bit_mismatch(download<float>(yt, R * d), gy), -1) << "tiled weights: other bits";
   }
   // Bad input: an error, no launch.
   EXPECT_FALSE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, 129, a8.as<uint8_t>(), as.as<float>(), R, d, I));
+  EXPECT_FALSE(dc::mxfp4_experts_w2_fp8(dg2.as<dc::Mxfp4Group>(), G, max_m, a8.as<uint8_t>(), as.as<float>(), R, d, I,
+                                        dc::Mxfp4Layout::rows, nullptr, 3));
   EXPECT_FALSE(dc::moe_rows_fp8(dh.as<float>(), R, 1, 100, nullptr, x8.as<uint8_t>(), xs.as<float>(), R));
 }
 
@@ -524,6 +528,12 @@ TEST(CudaExperts, Fp8ExpertsMatchCpuReferenceRounding) {
   expect_fp8_experts_match_cpu({1, 12, 64, 33, 20, 48, 41}, 64, rng);
   // 128-row groups (prefill): every width the one-block kernel takes (<= 64 rows run at 64).
   expect_fp8_experts_match_cpu({128, 7, 64, 65, 100}, 128, rng);
+  // Batch 1's shape (5 experts of one row and the empty group: 6 groups, as moe_max_groups gives
+  // at one token of top-6: w13 split over clusters of 2 by the rule, w2 not), the split forced on groups of
+  // up to 16 rows, and the same shapes unsplit.
+  expect_fp8_experts_match_cpu({1, 1, 1, 1, 1}, 1, rng);
+  expect_fp8_experts_match_cpu({1, 16, 5, 9}, 16, rng, 2);
+  expect_fp8_experts_match_cpu({1, 16, 5, 9}, 16, rng, 1);
   // Which weights fold into the e4m3 tables: bytes 121..124 do, one 126 does not.
   const int32_t one = 1;
   Dev f_ok(&one, 4), f_bad(&one, 4);

@@ -155,6 +155,7 @@ TEST_F(CliBench, CudaKnobsAreCheckedFirst) {
   expect_usage_error(tiny() + " --route-gemm-rows 32", "apply to --device cuda");
   expect_usage_error("--synthetic v4-flash --device cuda --route-gemm-rows -2", "--route-gemm-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --moe-fp8-max-rows 96", "--moe-fp8-max-rows must be");
+  expect_usage_error("--synthetic v4-flash --device cuda --moe-split-k 3", "--moe-split-k must be");
   expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-rows -2", "--fp8-wgmma-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-max-rows 300", "--fp8-wgmma-max-rows must be");
   expect_usage_error("--synthetic v4-flash --device cuda --fp8-wgmma-max-rows 32", "--fp8-wgmma-max-rows must be");

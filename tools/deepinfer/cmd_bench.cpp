@@ -200,7 +200,7 @@ int run_bench(const BenchArgs& a) {
   const bool cpu = a.device == "cpu";
   const CudaTuning untuned;
   if (cpu && (a.tuning != untuned || a.host_sampling || a.fill_state))
-    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, "
+    return usage_error("--moe-group-rows, --moe-wide-rows, --no-moe-wgmma, --moe-wgmma-exact, --no-moe-fp8, --moe-fp8-max-rows, --moe-split-k, "
                        "--route-gemm-rows, --fp8-wgmma-rows, --fp8-wgmma-max-rows, --attn-heads-per-block, --no-attn-wgmma, --no-act-pack, --no-lt-timed, "
                        "--profile, --host-sampling and --fill-state apply to --device cuda");
   // The device bandwidth before the model takes the memory (two 1 GiB buffers).
@@ -441,6 +441,7 @@ int run_bench(const BenchArgs& a) {
                      {"moe_wgmma_exact", a.tuning.moe_wgmma_exact},
                      {"moe_fp8", a.tuning.moe_fp8},
                      {"moe_fp8_max_rows", a.tuning.moe_fp8_max_rows},
+                     {"moe_split_k", a.tuning.moe_split_k},
                      {"route_gemm_rows", a.tuning.route_gemm_rows},
                      {"fp8_wgmma_rows", a.tuning.fp8_wgmma_rows},
                      {"fp8_wgmma_max_rows", a.tuning.fp8_wgmma_max_rows},
@@ -522,6 +523,9 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--moe-fp8-max-rows", a->tuning.moe_fp8_max_rows,
                 "--device cuda: the FP8 expert kernels for groups of up to this many rows, 64 or 128 (0: the default, "
                 "128; prefill's 128-row groups then take the f16 wgmma kernel)");
+  b->add_option("--moe-split-k", a->tuning.moe_split_k,
+                "--device cuda: the FP8 expert kernels' K split over clusters of 2 blocks at decode widths (groups of "
+                "<= 16 rows): 0 (the default) by their rule (few groups, K of >= 32 chunks), 1 never, 2 always");
   b->add_option("--route-gemm-rows", a->tuning.route_gemm_rows,
                 "--device cuda: router logits of more than this many rows from one bf16 GEMM of three-part rows, "
                 "fewer on the fp32 kernel (0: the default, 256; -1: never)");
@@ -534,8 +538,8 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--attn-heads-per-block", a->tuning.attn_heads_per_block,
                 "--device cuda: decode attention's heads per block, 16 or 64 (0: the default, by the launch size)");
   b->add_option("--attn-split", a->tuning.attn_split,
-                "--device cuda: decode attention's base split in rows, a multiple of 64 (0: the default, 256); fewer, "
-                "longer splits where the batch fills the GPU");
+                "--device cuda: decode attention's base split in rows, a multiple of 64 (0: the default, 64 for batches "
+                "that leave most SMs idle, else 256); fewer, longer splits where the batch fills the GPU");
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
               "kernel where it would run 64-head blocks)");

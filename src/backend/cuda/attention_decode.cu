@@ -392,6 +392,17 @@ int32_t decode_split_rows(int32_t batch, int32_t max_rows, int32_t base_split) {
   return static_cast<int32_t>((max_rows + n * kTile - 1) / (n * kTile) * kTile);
 }
 
+int32_t decode_base_split(int32_t batch, int32_t max_rows) {
+  // Measured on an H100 (v4-flash-4, context 4k, device ms a step, 256 against 64 for every
+  // launch): batch 1 1.062 -> 1.050, 2 1.195 -> 1.180, 4 1.412 -> 1.405, 8 1.769 -> 1.777 (128 fell
+  // between): a CSA query's 3 splits of 256 are 12 blocks, a tenth of the SMs, at batch 1. A limit
+  // of SMs / 8 (batch 8's HCA and window-only layers at 64 too) lost 0.6% at batch 8, so the
+  // limit is a fifth of the SMs in blocks (4 a query's split): CSA to batch 2, the others to 6.
+  constexpr int32_t kBase = 256;
+  const int64_t splits = int64_t(std::max<int32_t>(batch, 1)) * ((std::max<int32_t>(max_rows, 1) + kBase - 1) / kBase);
+  return splits * 4 * 5 < detail::sm_count() ? kTile : kBase;
+}
+
 size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a) {
   const int s = host_max_splits(a);
   if (s <= 1) return 0;

@@ -74,23 +74,9 @@ inline cudaLaunchAttribute pdl_attribute() {
   return a;
 }
 
-/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL; errors land where check_launch
-/// reads them (cudaGetLastError).
-template <class... KArgs, class... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1] = {pdl_attribute()};
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-/// launch_pdl for a grid in clusters of `cluster_y` blocks along y (blockIdx.y / cluster_y names the
-/// cluster, blockIdx.y % cluster_y the block's rank in it).
+/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL and, for cluster_y > 1, in clusters of
+/// cluster_y blocks along y (blockIdx.y / cluster_y names the cluster, blockIdx.y % cluster_y the
+/// block's rank in it); errors land where check_launch reads them (cudaGetLastError).
 template <class... KArgs, class... Args>
 void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                         unsigned cluster_y, Args&&... args) {
@@ -105,8 +91,14 @@ void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t 
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = 2;
+  cfg.numAttrs = cluster_y > 1 ? 2 : 1;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL (no clusters).
+template <class... KArgs, class... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_pdl_cluster(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
 /// Every thread of every block of the cluster arrives, then waits (release / acquire at cluster
@@ -118,6 +110,17 @@ __device__ __forceinline__ uint32_t cluster_rank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
+}
+// The address of `saddr` (this block's shared memory) in the cluster's block `rank`.
+__device__ __forceinline__ uint32_t dsmem_addr(uint32_t saddr, uint32_t rank) {
+  uint32_t a;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(saddr), "r"(rank));
+  return a;
+}
+// Four floats to the cluster shared-memory address `a` (16-byte aligned).
+__device__ __forceinline__ void st_dsmem_f32x4(uint32_t a, float v0, float v1, float v2, float v3) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
+               : "memory");
 }
 
 /// SM count of the current device (132, an H100/H200's, if it cannot be read: launch shapes that

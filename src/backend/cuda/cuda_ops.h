@@ -224,6 +224,10 @@ size_t decode_attention_workspace_bytes(const DecodeAttnArgs& a);
 /// query at 128 queries on an H100's 132 SMs). A multiple of 64. For the default mode only: the
 /// result follows the batch, so a row's bits do (batch-invariant mode runs one split per query).
 int32_t decode_split_rows(int32_t batch, int32_t max_rows, int32_t base_split);
+/// The default mode's base split for decode_split_rows: 256 rows, or 64 where the batch's queries
+/// at 256 would leave most of the GPU idle (batch x splits of 256 x 4 blocks of 16 heads < SMs /
+/// 5). Follows the batch, as decode_split_rows does.
+int32_t decode_base_split(int32_t batch, int32_t max_rows);
 bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream = nullptr);
 
 // ---- MXFP4 expert linear for decode (small M per expert) ----
@@ -322,13 +326,16 @@ bool mxfp4_scales_foldable(const uint8_t* scale, int64_t n, int32_t* foldable, v
 /// (row0 of each group), which moe_rows_fp8 (k = 1, no slot_pos) quantises for the w2 step.
 bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* slot_pos, uint8_t* x8, float* xs,
                   int64_t rows_total, void* stream = nullptr);
-/// layout: as for the kernels above.
+/// layout: as for the kernels above. split: K over clusters of 2 blocks for decode-width groups
+/// (<= 16 rows, K / 128 even and >= 8): 0 where twice the blocks still fit the GPU at once (batch
+/// 1's few experts), 1 never, 2 wherever the shape allows; the halves' sums are added in order
+/// (deterministic; not the unsplit kernel's bits).
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
                                   int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
-                                  Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr);
+                                  Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr, int split = 0);
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
                           int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout = Mxfp4Layout::rows,
-                          void* stream = nullptr);
+                          void* stream = nullptr, int split = 0);
 /// A 64-row tiled copy of an MXFP4 weight [N, K] (device layout, [N, K/2] bytes) and its scales
 /// [N, K/32] into wt, st of the same sizes: per 64 rows and 128 codes of K, the rows' 64 x 64 bytes
 /// contiguous (4 KB), and their 64 x 4 scale bytes (256 B), so a block streams whole 4 KB runs.

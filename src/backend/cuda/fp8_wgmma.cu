@@ -76,17 +76,6 @@ __device__ __forceinline__ uint32_t sw128(int row, int chunk) {
   return uint32_t(row * 128 + ((chunk ^ (row & 7)) << 4));
 }
 
-// The address of `saddr` (this block's shared memory) in the cluster's block `rank`.
-__device__ __forceinline__ uint32_t dsmem_addr(uint32_t saddr, uint32_t rank) {
-  uint32_t a;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(saddr), "r"(rank));
-  return a;
-}
-// Four floats to the cluster shared-memory address `a` (16-byte aligned).
-__device__ __forceinline__ void st_dsmem_f32x4(uint32_t a, float v0, float v1, float v2, float v3) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(a), "f"(v0), "f"(v1), "f"(v2), "f"(v3)
-               : "memory");
-}
 
 template <int NW>
 __global__ void __launch_bounds__(256, NW <= 64 ? 2 : 1) fp8_wgmma_kernel(Args a0) {

@@ -83,11 +83,12 @@ __device__ __forceinline__ void e2m1_dev_e4m3(uint32_t w, uint32_t l0, uint32_t 
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 128 + ((seg ^ (row & 7)) << 4)); }
 
 struct Job {
-  ExpertWeightJob wj;   // weights and scales
-  const uint8_t* xsrc;  // the group's e4m3 row tid / 8, segment tid % 8
+  ExpertWeightJob wj;   // weights and scales (at the block's first chunk)
+  const uint8_t* xsrc;  // the group's e4m3 row tid / 8, segment tid % 8 (at the block's first chunk)
   const float* xssrc;   // the group's row tid's x scales (chunk-major: + c * rows_total)
   int64_t rows_total;
   int m, K;
+  int chunks;  // the block's K chunks: all K / 128, or its 1 / kSplit of them (split K)
 };
 
 // A thread's cp.async jobs, one stage a call: its sources and the ring's stage advance by a chunk
@@ -140,7 +141,7 @@ __device__ __forceinline__ Copier<N> make_copier(const Job& jb, uint32_t s_base,
   cp.x = jb.xsrc, cp.x32 = int64_t(32) * jb.K;
   cp.st = cp.ring0 = s_base, cp.ring_end = s_base + stages * stage_bytes<N>();
   cp.o_x = x_off(tid >> 3, tid & 7);
-  cp.left = jb.K / 128;
+  cp.left = jb.chunks;
   cp.p_s = tid < kRows, cp.p_xs = tid < N && tid < jb.m;
 #pragma unroll
   for (int q = 0; q < Copier<N>::kXq; ++q) cp.p_x[q] = (tid >> 3) + 32 * q < N && (tid >> 3) + 32 * q < jb.m;
@@ -148,11 +149,11 @@ __device__ __forceinline__ Copier<N> make_copier(const Job& jb, uint32_t s_base,
 }
 
 // The K loop and the epilogue at width N (>= the group's rows) in a ring of kRing bytes.
-template <int N, bool kSwiglu, int kRing>
+template <int N, bool kSwiglu, int kRing, int kSplit = 1>
 __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, int Nout, float limit,
                                     float* __restrict__ a32) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int nchunk = jb.K / 128;
+  const int nchunk = jb.chunks;
   constexpr int S = stages<N, kRing>();
   static_assert(S >= 4, "the ring holds at least 4 stages");
   float acc[N / 2], tmp[N / 2];
@@ -220,6 +221,31 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
     if (c + 1 < nchunk) step(c + 1, a1, a0);
   }
   cp_wait<0>();
+  if constexpr (kSplit > 1) {
+    // Split K over the cluster (blockIdx.z = rank, chunks [rank, rank + 1) * nchunk): ranks 1..S-1
+    // push their partial sums, thread by thread (acc's N / 2 floats as float4s), into rank 0's ring,
+    // free once every block is past its loop; rank 0 adds them in rank order, then the epilogue.
+    static_assert(N % 8 == 0 && (kSplit - 1) * 256 * (N / 2) * 4 <= kRing, "the partials fit the ring");
+    cluster_sync();  // every block of the cluster is done with its ring
+    const uint32_t rank = cluster_rank();
+    if (rank != 0) {
+      const uint32_t dst = dsmem_addr(s_base + ((rank - 1) * 256 + tid) * (N / 2) * 4, 0);
+#pragma unroll
+      for (int i = 0; i < N / 2; i += 4) st_dsmem_f32x4(dst + i * 4, acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+    }
+    cluster_sync();  // every partial in rank 0's ring
+    if (rank != 0) return;
+#pragma unroll 1
+    for (int q = 1; q < kSplit; ++q) {
+      const uint32_t src = s_base + ((q - 1) * 256 + tid) * (N / 2) * 4;
+#pragma unroll
+      for (int i = 0; i < N / 2; i += 4) {
+        const uint4 v = lds_u4(src + i * 4);
+        acc[i] += __uint_as_float(v.x), acc[i + 1] += __uint_as_float(v.y);
+        acc[i + 2] += __uint_as_float(v.z), acc[i + 3] += __uint_as_float(v.w);
+      }
+    }
+  }
 
   const int m = gd.m;
   if (kSwiglu) {
@@ -248,6 +274,44 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
   }
 }
 
+// The block's job: group gd's weights, x rows and x scales from chunk `part` * K / 128 / `parts` on,
+// K / 128 / parts chunks.
+template <bool kSwiglu>
+__device__ __forceinline__ Job make_job(const Mxfp4Group* groups, const Mxfp4Group& gd, const uint8_t* x8,
+                                        const float* xs, int64_t rows_total, int K, bool tiled, int parts, int part) {
+  const int tid = threadIdx.x;
+  Job jb;
+  jb.m = gd.m, jb.K = K, jb.rows_total = rows_total;
+  jb.chunks = K / 128 / parts;
+  const int c0 = part * jb.chunks;
+  jb.wj = expert_weight_job<kSwiglu>(groups, gd, K, tiled, tid);
+  jb.wj.w += int64_t(c0) * jb.wj.wcs, jb.wj.s += int64_t(c0) * jb.wj.scs;
+  jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16 + c0 * 128;
+  jb.xssrc = xs + gd.row0 + (tid & 127) + int64_t(c0) * rows_total;  // read by threads tid < the block's width only
+  return jb;
+}
+
+// Decode widths (groups of <= 16 rows) with few groups: K split over clusters of kSplit blocks
+// (blockIdx.z = the rank, cluster (1, 1, kSplit)), each running 1 / kSplit of the chunks, in a ring
+// of 6 stages at width 16 (three blocks an SM). At batch 1 the 6 experts' w13 are 192 blocks of 32
+// chunks each: one partial wave whose blocks each run a serial chain of 32 chunks (29 us for 50 MB,
+// ~1.7 TB/s, H100 ncu); split 2, 384 blocks of 16 chunks. The partial sums are added in rank order
+// (run<>): deterministic, not the unsplit kernel's bits (default mode only, as every wide kernel).
+constexpr int kSplitRing = 6 * stage_bytes<16>();
+template <bool kSwiglu, int kSplit>
+__global__ void __launch_bounds__(256, 3)
+    mxfp4_fp8_split_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
+                           const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
+                           float* __restrict__ a32, bool tiled) {
+  detail::pdl_entry();
+  extern __shared__ unsigned char smem_raw[];
+  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  if (gd.m <= 0) return;  // the whole cluster (one group) leaves together
+  const Job jb = make_job<kSwiglu>(groups, gd, x8, xs, rows_total, K, tiled, kSplit, int(blockIdx.z));
+  const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  run<16, kSwiglu, kSplitRing, kSplit>(jb, gd, s_base, Nout, limit, a32);
+}
+
 // kSwiglu: g is g13 (pairs w1, w3), Nout = I, out a32; else g is g2, Nout = d, out the fp32 y.
 // kMaxN: the launch's group rows (64 or 128).
 template <int kMaxN, bool kSwiglu>
@@ -260,12 +324,7 @@ __global__ void __launch_bounds__(256, kMaxN == 64 ? 2 : 1)
   const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
   const int m = gd.m;
   if (m <= 0) return;
-  const int tid = threadIdx.x;
-  Job jb;
-  jb.m = m, jb.K = K, jb.rows_total = rows_total;
-  jb.wj = expert_weight_job<kSwiglu>(groups, gd, K, tiled, tid);
-  jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16;
-  jb.xssrc = xs + gd.row0 + (tid & 127);  // read by threads tid < the block's width only
+  const Job jb = make_job<kSwiglu>(groups, gd, x8, xs, rows_total, K, tiled, 1, 0);
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   constexpr int kRing = ring_bytes<kMaxN>();
   if constexpr (kMaxN == 64) {
@@ -292,9 +351,47 @@ bool launch_at(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const 
   return check_launch("mxfp4_fp8_kernel");
 }
 
+// The split kernel's launch: grid (tiles, groups, kSplit), clusters along z.
+template <bool kSwiglu, int kSplit>
+bool launch_split(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total,
+                  int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+  static std::atomic<uint64_t> smem_set{0};
+  const auto kernel = mxfp4_fp8_split_kernel<kSwiglu, kSplit>;
+  constexpr int bytes = kSplitRing + 1024;
+  if (!max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), bytes, smem_set, "mxfp4 fp8 experts: shared-memory size"))
+    return false;
+  cudaLaunchAttribute attr[2] = {detail::pdl_attribute(), {}};
+  attr[1].id = cudaLaunchAttributeClusterDimension;
+  attr[1].val.clusterDim.x = 1;
+  attr[1].val.clusterDim.y = 1;
+  attr[1].val.clusterDim.z = kSplit;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups), kSplit);
+  cfg.blockDim = dim3(256);
+  cfg.dynamicSmemBytes = bytes;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  (void)cudaLaunchKernelEx(&cfg, kernel, groups, x8, xs, rows_total, Nout, K, limit, a32, tiled);
+  return check_launch("mxfp4_fp8_split_kernel");
+}
+
+// K split 2 ways where the groups are of decode width (<= 16 rows), so few that twice their
+// blocks still fit the GPU at once (three an SM), and K long enough (>= 32 chunks) that half of it
+// outweighs the rank-order sum; K's chunks split evenly. Split 0: by that rule, 1: never, 2:
+// always where the shapes allow (tests). Measured at batch 1 (H100 ncu, 6 groups of one row): w13
+// (K 4096, 32 chunks) 29.3 -> 26.2 us, w2 (K 2048, 16 chunks) 15.4 -> 16.6 us, hence the length.
+bool split_fits(int n_groups, int max_m, int tiles, int K, int split) {
+  if (split == 1 || max_m > 16 || (K / 128) % 2 != 0 || K / 128 < 8) return false;
+  return split == 2 || (K / 128 >= 32 && int64_t(tiles) * n_groups * 2 <= int64_t(3) * detail::sm_count());
+}
+
 template <bool kSwiglu>
 bool launch(const Mxfp4Group* groups, int n_groups, int max_m, const uint8_t* x8, const float* xs, int64_t rows_total,
-            int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+            int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s, int split) {
+  const int tiles = kSwiglu ? Nout / 64 : Nout / kRows;
+  if (split_fits(n_groups, max_m, tiles, K, split))
+    return launch_split<kSwiglu, 2>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
   return max_m > 64 ? launch_at<128, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s)
                     : launch_at<64, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
 }
@@ -400,19 +497,21 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
 
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
                                   int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
-                                  Mxfp4Layout layout, void* stream) {
+                                  Mxfp4Layout layout, void* stream, int split) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
+  if (split < 0 || split > 2) return fail("mxfp4_experts_w13_swiglu_fp8: split must be 0, 1 or 2");
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<true>(g13, n_groups, max_m, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
-                      layout == Mxfp4Layout::tiles64, as_stream(stream));
+                      layout == Mxfp4Layout::tiles64, as_stream(stream), split);
 }
 
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
-                          int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout, void* stream) {
+                          int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout, void* stream, int split) {
   if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
+  if (split < 0 || split > 2) return fail("mxfp4_experts_w2_fp8: split must be 0, 1 or 2");
   if (n_groups <= 0 || max_m <= 0) return true;
   return launch<false>(g2, n_groups, max_m, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
-                       layout == Mxfp4Layout::tiles64, as_stream(stream));
+                       layout == Mxfp4Layout::tiles64, as_stream(stream), split);
 }
 
 }  // namespace deepinfer::cuda

@@ -203,7 +203,8 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
   t.entry_ptrs = P.kv_entries;
   t.heads_per_block = tuning_.attn_heads_per_block;
   const AttnIndex ai{dec.hca_n, dec.swa_idx, dec.zeros, dec.hca_stride};
-  const int32_t split = c_.numerics.batch_invariant ? 0 : tuning_.attn_split > 0 ? tuning_.attn_split : kDecodeSplit;
+  // -1: the default mode's base split by the launch (dc::decode_base_split).
+  const int32_t split = c_.numerics.batch_invariant ? 0 : tuning_.attn_split > 0 ? tuning_.attn_split : -1;
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, K = c_.index_topk;
     DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, std::max(Bd, kBf16MinRows) * Hi));  // decode_index's
@@ -219,8 +220,8 @@ Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch&
 }
 
 // t's compressed rows (CSA: the indexer's top-k, `x` with its inputs and outputs set, run here;
-// HCA: every visible entry; sliding: none), then decode attention with split `split` (0: one
-// split per query, no merge).
+// HCA: every visible entry; sliding: none), then decode attention with base split `split` (0: one
+// split per query, no merge; -1: dc::decode_base_split's).
 Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& ai, int32_t split, dc::DecodeAttnArgs& t) {
   const int64_t W = c_.window;
   if (x) {
@@ -237,8 +238,9 @@ Status Forward::attend(const GpuLayer& L, dc::IndexerArgs* x, const AttnIndex& a
   } else {
     t.index = ai.swa_idx, t.n_index = ai.zeros, t.index_stride = 1, t.max_rows = static_cast<int32_t>(W);
   }
-  // split > 0 (the default mode's decode): `split` where the batch needs its splits to fill the
-  // GPU, fewer and longer ones where the batch alone fills it (decode_split_rows).
+  // split != 0 (the default mode's decode): the base split where the batch needs its splits to
+  // fill the GPU, fewer and longer ones where the batch alone fills it (decode_split_rows).
+  if (split < 0) split = dc::decode_base_split(t.batch, t.max_rows);
   t.split_rows = split > 0 ? dc::decode_split_rows(t.batch, t.max_rows, split) : (t.max_rows + 63) / 64 * 64;
   // The warpgroup-MMA kernel where the mma.sync one would run 64-head blocks (launches of more
   // than half a wave of them: prefill, decode from batch ~23 at context 4k); never in batch-invariant mode,
@@ -503,9 +505,10 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
       DI_ASSIGN_OR_RETURN(float* as8, buf<float>(kAs8, Rm * I / 128));
       DI_CUDA_TRY(dc::moe_rows_fp8(h, n, k, d, slot_pos, x8, xs8, R, stream_));
       DI_TRY(mark(part::kMoeRouting));
-      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_));
+      const int split = tuning_.moe_split_k;
+      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_, split));
       DI_CUDA_TRY(dc::moe_rows_fp8(a32, R, 1, I, nullptr, a8, as8, R, stream_));
-      DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, layout, stream_));
+      DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, layout, stream_, split));
     } else if (wide) {  // fp16 rows, weights read once per 64-row group, SwiGLU fused into w1/w3
       DI_ASSIGN_OR_RETURN(uint16_t* xp16, buf<uint16_t>(kXp16, Rm * d));
       DI_ASSIGN_OR_RETURN(uint16_t* ap16, buf<uint16_t>(kAp16, Rm * I));

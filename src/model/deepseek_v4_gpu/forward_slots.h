@@ -26,7 +26,6 @@ inline constexpr int64_t kMoeChunk = 1024;    // routed-expert chunk of the narr
 // its rows past moe_build_groups' one-block limit).
 inline constexpr int64_t kMoeWideChunk = 8192;
 inline constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
-inline constexpr int32_t kDecodeSplit = 256;  // decode attention's base split (default mode; dc::decode_split_rows)
 inline constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
 // ... and up to this many rows (decode batches, small mixed steps) on the fastest of cuBLASLt's
 // candidate algorithms, timed when the shape is first seen (CudaTuning::lt_timed): at 256 rows its
