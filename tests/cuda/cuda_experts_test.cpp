@@ -94,7 +94,7 @@ TEST(CudaExperts, MoeSublayerMatchesCpu) {
     std::vector<float> ref(T * d);
     v4::moe_forward(cpu, p, w, false, h.data(), nullptr, T, d, ref.data());
     const int R = static_cast<int>(T * K), G = dc::moe_max_groups(T, K, E);
-    Dev dh(h.data(), h.size() * 4), dl(T * E * 4), dex(R * 4), dw(R * 4), pos(R * 4);
+    Dev dh(h.data(), h.size() * 4), dl(T * E * 4), dex(R * 4), dw(R * 4), pos(R * 4), rtok(R * 4);
     Dev xp(R * d * 4), gp(R * I * 4), upm(R * I * 4), ap(R * I * 4), yp(R * d * 4);
     Dev g13(2 * G * sizeof(dc::Mxfp4Group)), g2(G * sizeof(dc::Mxfp4Group));
     Dev sg(T * I * 4), su(T * I * 4), sa(T * I * 4), sy(T * d * 4), out(T * d * 4);
@@ -103,7 +103,8 @@ TEST(CudaExperts, MoeSublayerMatchesCpu) {
         << dc::last_error();
     ASSERT_TRUE(dc::moe_build_groups(dex.as<int32_t>(), T, K, E, dptrs.as<dc::ExpertPtrs>(), xp.as<float>(),
                                      gp.as<float>(), upm.as<float>(), ap.as<float>(), yp.as<float>(), d, I, G,
-                                     pos.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>()))
+                                     pos.as<int32_t>(), g13.as<dc::Mxfp4Group>(), g2.as<dc::Mxfp4Group>(), nullptr, 16,
+                                     nullptr, rtok.as<int32_t>()))
         << dc::last_error();
     ASSERT_TRUE(dc::moe_permute(dh.as<float>(), T, K, d, pos.as<int32_t>(), xp.as<float>()));
     const int mm = static_cast<int>(std::min<int64_t>(T, dc::moe_group_rows()));
@@ -126,8 +127,10 @@ TEST(CudaExperts, MoeSublayerMatchesCpu) {
     ASSERT_TRUE(dc::moe_combine(yp.as<float>(), pos.as<int32_t>(), dw.as<float>(), sy.as<float>(), T, K, d,
                                 out.as<float>()));
     ASSERT_TRUE(dc::synchronize()) << dc::last_error();
-    // slot_pos is a permutation of 0..R-1
+    // slot_pos is a permutation of 0..R-1; row_token its rows' tokens
     auto pv = download<int32_t>(pos, R);
+    const auto rt = download<int32_t>(rtok, R);
+    for (int i = 0; i < R; ++i) ASSERT_EQ(rt[pv[i]], i / K) << "row_token of slot " << i;
     std::sort(pv.begin(), pv.end());
     for (int i = 0; i < R; ++i) ASSERT_EQ(pv[i], i);
     const auto narrow = download<float>(out, T * d);
@@ -453,6 +456,18 @@ void expect_fp8_experts_match_cpu(const std::vector<int>& rows, int max_m, std::
       << dc::last_error();
   ASSERT_TRUE(dc::synchronize()) << dc::last_error();
   const auto gy = download<float>(y, R * d), ga = download<float>(a32, R * I);
+  {  // The token-row form: x8 / xs one row per token (in token order), each group row's token by
+     // row_token: the same a32 bit for bit.
+    Dev xt8(R * d), xts(R * d / 128 * 4), drt(token_of.data(), R * 4), at(nan_a.data(), nan_a.size() * 4);
+    ASSERT_TRUE(dc::moe_rows_fp8(dh.as<float>(), R, 1, d, nullptr, xt8.as<uint8_t>(), xts.as<float>(), R))
+        << dc::last_error();
+    ASSERT_TRUE(dc::mxfp4_experts_w13_swiglu_fp8(dg13.as<dc::Mxfp4Group>(), G, max_m, xt8.as<uint8_t>(), xts.as<float>(),
+                                                 R, I, d, 10.f, at.as<float>(), dc::Mxfp4Layout::rows, nullptr, split,
+                                                 drt.as<int32_t>()))
+        << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    EXPECT_EQ(first_bit_mismatch(download<float>(at, R * I), ga), -1) << "token rows by row_token: other bits";
+  }
   {
     const auto all_y = download<float>(y, (R + kGuard) * d), all_a = download<float>(a32, (R + kGuard) * I);
     EXPECT_TRUE(std::all_of(all_y.begin() + R * d, all_y.end(), [](float v) { return std::isnan(v); }))

@@ -315,16 +315,21 @@ TEST(CudaLayerOps, HcPreNormPackBitwise) {
       Dev dX(X.data(), X.size() * 4);
       for (const int forms : {0, 1, 2}) {  // 0: y alone; 1: e4m3 (row-major scales) + bf16; 2: e4m3, K-block-major
         const bool later = T == 7;
+        // The FP8 expert kernels' token rows (qe, qes) below 1,025 tokens, with and without q:
+        // moe_rows_fp8's bits at k = 1 from the same y.
+        const bool experts = forms != 1 && T < 1025;
         std::vector<float> f32[2][5];
-        std::vector<uint8_t> q8[2];
+        std::vector<uint8_t> q8[2], e8[2];
+        std::vector<float> es[2];
         std::vector<uint16_t> b16[2];
         for (int fused = 0; fused < 2; ++fused) {
           Dev pre(T * n * 4), post(T * n * 4), comb(T * n * n * 4), in(T * d * 4), ws(dc::hc_pre_workspace_bytes(T, d));
-          Dev y(T * d * 4), q(T * d), qs(T * d / 128 * 4), y16(T * d * 2);
+          Dev y(T * d * 4), q(T * d), qs(T * d / 128 * 4), y16(T * d * 2), qe(T * d), qes(T * d / 128 * 4);
           dc::HcNormPack pk;
           pk.weight = dw.as<float>(), pk.eps = 1e-6f, pk.y = y.as<float>();
           if (forms > 0) pk.q = q.as<uint8_t>(), pk.scales = qs.as<float>(), pk.scales_t = forms == 2;
           if (forms == 1) pk.y16 = y16.as<uint16_t>();
+          if (fused && experts) pk.qe = qe.as<uint8_t>(), pk.qes = qes.as<float>();
           ASSERT_TRUE(dc::hc_pre(dX.as<float>(), T, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f,
                                  1e-6f, 20, pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p,
                                  nullptr, later, fused ? &pk : nullptr))
@@ -339,6 +344,10 @@ TEST(CudaLayerOps, HcPreNormPackBitwise) {
                                    : dc::rms_norm_pack(in.as<float>(), T, d, dw.as<float>(), 1e-6f, y.as<float>(), pk.q,
                                                        pk.scales, pk.scales_t, pk.y16))
                 << dc::last_error();
+            if (experts) {
+              ASSERT_TRUE(dc::moe_rows_fp8(y.as<float>(), T, 1, d, nullptr, qe.as<uint8_t>(), qes.as<float>(), T))
+                  << dc::last_error();
+            }
           }
           ASSERT_TRUE(dc::synchronize()) << dc::last_error();
           f32[fused][0] = download<float>(pre, T * n), f32[fused][1] = download<float>(post, T * n);
@@ -350,12 +359,15 @@ TEST(CudaLayerOps, HcPreNormPackBitwise) {
             f32[fused][4].insert(f32[fused][4].end(), sc.begin(), sc.end());
           }
           if (forms == 1) b16[fused] = download<uint16_t>(y16, T * d);
+          if (experts) e8[fused] = download<uint8_t>(qe, T * d), es[fused] = download<float>(qes, T * d / 128);
         }
         for (int o = 0; o < 5; ++o)
           EXPECT_EQ(first_bit_mismatch(f32[0][o], f32[1][o]), -1)
               << "d " << d << " T " << T << " forms " << forms << " output " << o << " (pre, post, comb, input, y + scales)";
         EXPECT_TRUE(q8[0] == q8[1]) << "d " << d << " T " << T << " forms " << forms << ": e4m3 bytes differ";
         EXPECT_TRUE(b16[0] == b16[1]) << "d " << d << " T " << T << " forms " << forms << ": bf16 copies differ";
+        EXPECT_TRUE(e8[0] == e8[1]) << "d " << d << " T " << T << " forms " << forms << ": the experts' e4m3 rows differ";
+        EXPECT_EQ(first_bit_mismatch(es[0], es[1]), -1) << "d " << d << " T " << T << " forms " << forms << ": their scales";
       }
     }
   }
@@ -368,6 +380,15 @@ TEST(CudaLayerOps, HcPreNormPackBitwise) {
   bad.y = y.as<float>(), bad.q = q.as<uint8_t>();
   EXPECT_FALSE(dc::hc_pre(X.as<float>(), 1, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20,
                           pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p, nullptr, false, &bad));
+  // ... the experts' rows without their scales, or from 1,025 tokens (no launch: T's checks first).
+  dc::HcNormPack bad_e;
+  bad_e.y = y.as<float>(), bad_e.qe = q.as<uint8_t>();
+  EXPECT_FALSE(dc::hc_pre(X.as<float>(), 1, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f, 20,
+                          pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p, nullptr, false, &bad_e));
+  bad_e.qes = y.as<float>();
+  EXPECT_FALSE(dc::hc_pre(X.as<float>(), 1025, d, dfn.as<float>(), dbase.as<float>(), dscale.as<float>(), 1e-6f, 1e-6f,
+                          20, pre.as<float>(), post.as<float>(), comb.as<float>(), in.as<float>(), ws.p, nullptr, false,
+                          &bad_e));
 }
 
 TEST(CudaLayerOps, RouteMatchesCpu) {

@@ -74,31 +74,31 @@ inline cudaLaunchAttribute pdl_attribute() {
   return a;
 }
 
-/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL and, for cluster_y > 1, in clusters of
-/// cluster_y blocks along y (blockIdx.y / cluster_y names the cluster, blockIdx.y % cluster_y the
-/// block's rank in it); errors land where check_launch reads them (cudaGetLastError).
+/// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL and, for a cluster of more than one
+/// block, in clusters of that shape (e.g. (1, 4, 1): blockIdx.y / 4 names the cluster, blockIdx.y %
+/// 4 the block's rank in it); errors land where check_launch reads them (cudaGetLastError).
 template <class... KArgs, class... Args>
 void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
-                        unsigned cluster_y, Args&&... args) {
+                        dim3 cluster, Args&&... args) {
   cudaLaunchAttribute attr[2] = {pdl_attribute(), {}};
   attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = 1;
-  attr[1].val.clusterDim.y = cluster_y;
-  attr[1].val.clusterDim.z = 1;
+  attr[1].val.clusterDim.x = cluster.x;
+  attr[1].val.clusterDim.y = cluster.y;
+  attr[1].val.clusterDim.z = cluster.z;
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = cluster_y > 1 ? 2 : 1;
+  cfg.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
   (void)cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
 /// `kernel<<<grid, block, smem, stream>>>(args...)` with PDL (no clusters).
 template <class... KArgs, class... Args>
 void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_pdl_cluster(kernel, grid, block, smem, stream, 1u, std::forward<Args>(args)...);
+  launch_pdl_cluster(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 /// Every thread of every block of the cluster arrives, then waits (release / acquire at cluster

@@ -329,10 +329,14 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
 /// layout: as for the kernels above. split: K over clusters of 2 blocks for decode-width groups
 /// (<= 16 rows, K / 128 even and >= 8): 0 where twice the blocks still fit the GPU at once (batch
 /// 1's few experts), 1 never, 2 wherever the shape allows; the halves' sums are added in order
-/// (deterministic; not the unsplit kernel's bits).
+/// (deterministic; not the unsplit kernel's bits). row_token (w13 only; may be null): x8 / xs hold
+/// one row per token (rows_total tokens: moe_rows_fp8 at k = 1, or hc_pre's HcNormPack::qe), and a
+/// group's row r reads token row_token[row0 + r] (moe_build_groups'); a32 stays in group-row order.
+/// The same bits as the slot rows.
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
                                   int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
-                                  Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr, int split = 0);
+                                  Mxfp4Layout layout = Mxfp4Layout::rows, void* stream = nullptr, int split = 0,
+                                  const int32_t* row_token = nullptr);
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
                           int64_t rows_total, int64_t N, int64_t K, Mxfp4Layout layout = Mxfp4Layout::rows,
                           void* stream = nullptr, int split = 0);

@@ -9,6 +9,10 @@
 
 namespace deepinfer::cuda::detail {
 
+/// The FP8 expert kernels' column order (mxfp4_fp8.cu): lane j's 4 columns of a 128-column block
+/// (quant4_e4m3_pow2's packed word) go to the block's word 8 q + 4 h + t, j = 8 t + 2 q + h.
+__device__ __forceinline__ int fp8_expert_word(int lane) { return 8 * ((lane >> 1) & 3) + 4 * (lane & 1) + (lane >> 3); }
+
 /// Lane j holds columns 4j..4j+3 of the block in v; packed gets their e4m3 codes (column 4j + i in
 /// byte i) and the return value is the block's scale s = 2^ceil(log2(max(amax, 1e-4) / 448)),
 /// computed exactly from the binary exponent (code = e4m3(v / s), saturating). All 32 lanes call.

@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
                                                          float* y_perm, int64_t d, int64_t inter, int max_groups,
                                                          int group_rows, int32_t* __restrict__ slot_pos,
                                                          Mxfp4Group* __restrict__ g13, Mxfp4Group* __restrict__ g2,
-                                                         const int32_t* __restrict__ offsets) {
+                                                         const int32_t* __restrict__ offsets, int k,
+                                                         int32_t* __restrict__ row_token) {
   detail::pdl_entry();
   __shared__ int ex[kMaxSlots];
   __shared__ int cg[2][1024], off[1024];  // cg: the counts and the groups' starts, then (E <= 256) the warps' counts
@@ -118,8 +119,12 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
       const int r = i < b1 ? run[e] : 0;
       __syncwarp();
       if (i < b1) {
-        if (pack) ex[i] = e | (r + rank) << 10;  // E <= 1024: 10 bits of expert
-        else slot_pos[i] = r + rank;
+        if (pack) {
+          ex[i] = e | (r + rank) << 10;  // E <= 1024: 10 bits of expert
+        } else {
+          slot_pos[i] = r + rank;
+          if (row_token) row_token[r + rank] = i / k;
+        }
         if (rank == 0) run[e] = r + __popc(same);
       }
       __syncwarp();
@@ -145,7 +150,11 @@ __global__ void __launch_bounds__(256) moe_groups_kernel(const int32_t* __restri
     }
   }
   __syncthreads();
-  for (int i = b0 + lane; i < b1; i += 32) slot_pos[i] = wc[warp][ex[i] & 1023] + (ex[i] >> 10);
+  for (int i = b0 + lane; i < b1; i += 32) {
+    const int row = wc[warp][ex[i] & 1023] + (ex[i] >> 10);
+    slot_pos[i] = row;
+    if (row_token) row_token[row] = i / k;
+  }
 }
 
 __global__ void moe_permute_kernel(const float* __restrict__ h, int k, int d, const int32_t* __restrict__ slot_pos,
@@ -259,16 +268,19 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows) {
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
-                      Mxfp4Group* groups2, void* stream, int group_rows, const int32_t* offsets) {
+                      Mxfp4Group* groups2, void* stream, int group_rows, const int32_t* offsets,
+                      int32_t* row_token) {
   if ((!offsets && T * k > kMaxSlots) || n_experts > 1024)
     return fail("moe_build_groups: T*k > 8192 without offsets, or E > 1024");
+  if (offsets && row_token) return fail("moe_build_groups: row_token is written with slot_pos (no offsets)");
   if (group_rows != 16 && group_rows != 32 && group_rows != 64 && group_rows != 128)
     return fail("moe_build_groups: group_rows not 16, 32, 64 or 128");
   if (max_groups < moe_max_groups(T, k, n_experts, group_rows)) return fail("moe_build_groups: max_groups too small");
   if (T <= 0) return true;
   detail::launch_pdl(moe_groups_kernel, 1, 256, 0, as_stream(stream), experts, static_cast<int>(T * k), static_cast<int>(n_experts),
                                                       ptrs, x_perm, g_perm, u_perm, a_perm, y_perm, d, inter,
-                                                      max_groups, group_rows, slot_pos, groups13, groups2, offsets);
+                                                      max_groups, group_rows, slot_pos, groups13, groups2, offsets, k,
+                                                      row_token);
   return check_launch("moe_groups_kernel");
 }
 

@@ -36,6 +36,11 @@ struct HcNormPack {
   float* scales = nullptr;
   bool scales_t = false;
   uint16_t* y16 = nullptr;
+  // The FP8 expert kernels' rows of y (token order, their column order, K-block-major scales
+  // [kb * T + t]: moe_rows_fp8's bits at k = 1), for mxfp4_experts_w13_swiglu_fp8's row_token
+  // form; below 1,025 tokens only (hc_pre's one-launch finish).
+  uint8_t* qe = nullptr;
+  float* qes = nullptr;
 };
 /// partials_ready: the chunk partials of X under fn are already in the workspace (an hc_post /
 /// moe_combine_hc_post with an HcNext of this fn and workspace made them, over the same T and d:
@@ -101,12 +106,13 @@ int moe_max_groups(int64_t T, int k, int64_t n_experts, int group_rows = 16);
 /// pointers are then null. One block, fixed order: the result depends only on `experts`.
 /// T * k <= moe_build_groups_max_slots(), unless `offsets` is given: offsets [E + 1] and slot_pos
 /// as moe_sort_tokens (model_ops.h, any T) wrote them for the same experts; then only the groups
-/// are built (the same descriptors) and `experts` is not read.
+/// are built (the same descriptors) and `experts` is not read. row_token (no offsets; may be
+/// null): [T * k], each row's token, row_token[slot_pos[t * k + j]] = t.
 bool moe_build_groups(const int32_t* experts, int64_t T, int k, int64_t n_experts, const ExpertPtrs* ptrs,
                       const float* x_perm, float* g_perm, float* u_perm, const float* a_perm, float* y_perm,
                       int64_t d, int64_t inter, int max_groups, int32_t* slot_pos, Mxfp4Group* groups13,
                       Mxfp4Group* groups2, void* stream = nullptr, int group_rows = 16,
-                      const int32_t* offsets = nullptr);
+                      const int32_t* offsets = nullptr, int32_t* row_token = nullptr);
 int64_t moe_build_groups_max_slots();
 /// x_perm[slot_pos[t*k + j]] = h[t] (rows of d floats).
 bool moe_permute(const float* h, int64_t T, int k, int64_t d, const int32_t* slot_pos, float* x_perm,

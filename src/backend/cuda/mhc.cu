@@ -405,7 +405,7 @@ __global__ void __launch_bounds__(256) hc_finish_kernel(const float* __restrict_
     }
     __syncthreads();  // the block's input row, written by all of its threads, is read back by all
     detail::norm_pack_row(input + int64_t(t) * d, t, T, d, pk.weight, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t,
-                          pk.y16);
+                          pk.y16, 0, -1, 0, pk.qe, pk.qes);
   }
 }
 
@@ -460,7 +460,7 @@ __global__ void __launch_bounds__(256) hc_finish_pack_kernel(const float* __rest
   __syncthreads();  // the whole row in shared memory
   constexpr int kKbPerCb = kHcChunk / 128;
   detail::norm_pack_row(srow, t, T, d, pk.weight ? sw : nullptr, pk.eps, pk.y, pk.q, pk.scales, pk.scales_t, pk.y16,
-                        mine * kKbPerCb, (mine + 1) * kKbPerCb, int64_t(mine) * kHcChunk);
+                        mine * kKbPerCb, (mine + 1) * kKbPerCb, int64_t(mine) * kHcChunk, pk.qe, pk.qes);
 }
 
 // Large T, step 1: grid ceil(T/32), 256 threads: 8 warps sum the chunk partials of 32 tokens
@@ -671,7 +671,9 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d) {
 bool hc_pre(const float* X, int64_t T, int64_t d, const float* fn, const float* base, const float* scale,
             float rms_eps, float hc_eps, int sinkhorn_iters, float* pre, float* post, float* comb, float* input,
             void* workspace, void* stream, bool comb_later, const HcNormPack* pack, bool partials_ready) {
-  if (pack && (!pack->y || (pack->q && !pack->scales))) return fail("hc_pre: pack needs y, and scales with q");
+  if (pack && (!pack->y || (pack->q && !pack->scales) || (pack->qe && !pack->qes)))
+    return fail("hc_pre: pack needs y, and scales with q / qe");
+  if (pack && pack->qe && T >= kHcSplitFinishMinT) return fail("hc_pre: the experts' rows (qe) below 1,025 tokens only");
   if (d % kHcChunk) return fail("hc_pre: d % 1024 != 0");
   if (T <= 0) return true;
   if (T > INT_MAX / 2) return fail("hc_pre: T too large");
@@ -749,7 +751,7 @@ bool launch_post_partial(float* X, int64_t T, int64_t d, const float* post, cons
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(kRanks * d / kHcKc));
   auto* ws = static_cast<float*>(next.workspace);
   if constexpr (kRanks > 1) {
-    detail::launch_pdl_cluster(kernel, grid, P::kThreads, P::kSmem, s, kRanks, X, static_cast<int>(d), post, comb, f, mc,
+    detail::launch_pdl_cluster(kernel, grid, P::kThreads, P::kSmem, s, dim3(1, kRanks, 1), X, static_cast<int>(d), post, comb, f, mc,
                                next.fn, ws, HcWs::of(T, d));
   } else {
     detail::launch_pdl(kernel, grid, P::kThreads, P::kSmem, s, X, static_cast<int>(d), post, comb, f, mc, next.fn, ws,

@@ -82,13 +82,31 @@ __device__ __forceinline__ void e2m1_dev_e4m3(uint32_t w, uint32_t l0, uint32_t 
 // Row r, 16-byte segment seg (0..7) of a stage's e4m3 rows (128 B each): the 128-byte swizzle.
 __device__ __forceinline__ uint32_t x_off(int row, int seg) { return uint32_t(row * 128 + ((seg ^ (row & 7)) << 4)); }
 
-struct Job {
-  ExpertWeightJob wj;   // weights and scales (at the block's first chunk)
-  const uint8_t* xsrc;  // the group's e4m3 row tid / 8, segment tid % 8 (at the block's first chunk)
-  const float* xssrc;   // the group's row tid's x scales (chunk-major: + c * rows_total)
+// A launch's arguments. kSwiglu: groups is g13 (pairs w1, w3), Nout = I, out a32; else g2, Nout =
+// d, out each group's fp32 y. Rows: x8 / xs with rows_total rows, each group row's x row by
+// row_token (null: row0 + r).
+struct Args {
+  const Mxfp4Group* groups;
+  const uint8_t* x8;
+  const float* xs;
   int64_t rows_total;
-  int m, K;
+  const int32_t* row_token;
+  int Nout, K;
+  float limit;
+  float* a32;
+  bool tiled;
+};
+
+struct Job {
+  ExpertWeightJob wj;  // weights and scales (at the block's first chunk)
+  const uint8_t* x8;   // e4m3 row 0, segment tid % 8, at the block's first chunk
+  const float* xs;     // row 0's x scale at the block's first chunk (chunk-major: + c * rows_total)
+  const int32_t* row_token;  // group row r's x row: row_token[row0 + r] (null: row0 + r)
+  int64_t rows_total;
+  int row0, m, K;
   int chunks;  // the block's K chunks: all K / 128, or its 1 / kSplit of them (split K)
+  /// The x row of the group's row r.
+  __device__ __forceinline__ int64_t x_row(int r) const { return row_token ? row_token[row0 + r] : row0 + r; }
 };
 
 // A thread's cp.async jobs, one stage a call: its sources and the ring's stage advance by a chunk
@@ -102,8 +120,8 @@ struct Copier {
   const uint8_t* w;   // the first weight row's segment at the next chunk (the second: + wstride)
   const uint8_t* s;   // the scale row
   const float* xs;    // the x scale of row tid
-  const uint8_t* x;   // x row tid / 8, segment tid % 8 (row + 32 q: + q * x32)
-  int64_t wstride, x32, xs_step;
+  const uint8_t* x[kXq];  // x row tid / 8 + 32 q, segment tid % 8
+  int64_t wstride, xs_step;
   int wcs, scs;
   uint32_t st, ring0, ring_end;  // the next chunk's stage; the ring
   uint32_t o_x;                  // x row tid / 8's segment in a stage (row + 32 q: + 4096 q)
@@ -119,8 +137,10 @@ struct Copier {
       if (p_xs) cp_async4(ws + kStageW + 512 + tid * 4, xs);
 #pragma unroll
       for (int q = 0; q < kXq; ++q)
-        if (p_x[q]) cp_async16(st + o_x + 4096 * q, x + q * x32);
-      w += wcs, s += scs, xs += xs_step, x += 128;
+        if (p_x[q]) cp_async16(st + o_x + 4096 * q, x[q]);
+      w += wcs, s += scs, xs += xs_step;
+#pragma unroll
+      for (int q = 0; q < kXq; ++q) x[q] += 128;
       st = next(st);
       --left;
     }
@@ -137,21 +157,24 @@ __device__ __forceinline__ Copier<N> make_copier(const Job& jb, uint32_t s_base,
   Copier<N> cp;
   cp.w = jb.wj.w, cp.wstride = jb.wj.wstride, cp.wcs = jb.wj.wcs;
   cp.s = jb.wj.s, cp.scs = jb.wj.scs;
-  cp.xs = jb.xssrc, cp.xs_step = jb.rows_total;
-  cp.x = jb.xsrc, cp.x32 = int64_t(32) * jb.K;
+  cp.xs_step = jb.rows_total;
   cp.st = cp.ring0 = s_base, cp.ring_end = s_base + stages * stage_bytes<N>();
   cp.o_x = x_off(tid >> 3, tid & 7);
   cp.left = jb.chunks;
   cp.p_s = tid < kRows, cp.p_xs = tid < N && tid < jb.m;
+  cp.xs = jb.xs + (cp.p_xs ? jb.x_row(tid) : 0);
 #pragma unroll
-  for (int q = 0; q < Copier<N>::kXq; ++q) cp.p_x[q] = (tid >> 3) + 32 * q < N && (tid >> 3) + 32 * q < jb.m;
+  for (int q = 0; q < Copier<N>::kXq; ++q) {
+    const int r = (tid >> 3) + 32 * q;
+    cp.p_x[q] = r < N && r < jb.m;
+    cp.x[q] = jb.x8 + (cp.p_x[q] ? jb.x_row(r) : 0) * jb.K;
+  }
   return cp;
 }
 
 // The K loop and the epilogue at width N (>= the group's rows) in a ring of kRing bytes.
 template <int N, bool kSwiglu, int kRing, int kSplit = 1>
-__device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, int Nout, float limit,
-                                    float* __restrict__ a32) {
+__device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_t s_base, const Args& args) {
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int nchunk = jb.chunks;
   constexpr int S = stages<N, kRing>();
@@ -247,7 +270,8 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
     }
   }
 
-  const int m = gd.m;
+  const int m = gd.m, Nout = args.Nout;
+  float* const a32 = args.a32;
   if (kSwiglu) {
     const int f = blockIdx.x * 64 + warp * 8 + g;  // output column: gate in rows g, up in rows g + 8
 #pragma unroll
@@ -257,7 +281,7 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
         const int r = 8 * i + 2 * t + e;
         if (r < m)
           a32[int64_t(gd.row0 + r) * Nout + f] =
-              swiglu_clamped(acc[4 * i + e] * kMxfp4Unbias, acc[4 * i + 2 + e] * kMxfp4Unbias, limit);
+              swiglu_clamped(acc[4 * i + e] * kMxfp4Unbias, acc[4 * i + 2 + e] * kMxfp4Unbias, args.limit);
       }
   } else {
     const int f0 = blockIdx.x * kRows + warp * 16 + g;
@@ -277,17 +301,16 @@ __device__ __forceinline__ void run(const Job& jb, const Mxfp4Group& gd, uint32_
 // The block's job: group gd's weights, x rows and x scales from chunk `part` * K / 128 / `parts` on,
 // K / 128 / parts chunks.
 template <bool kSwiglu>
-__device__ __forceinline__ Job make_job(const Mxfp4Group* groups, const Mxfp4Group& gd, const uint8_t* x8,
-                                        const float* xs, int64_t rows_total, int K, bool tiled, int parts, int part) {
+__device__ __forceinline__ Job make_job(const Args& a, const Mxfp4Group& gd, int parts, int part) {
   const int tid = threadIdx.x;
   Job jb;
-  jb.m = gd.m, jb.K = K, jb.rows_total = rows_total;
-  jb.chunks = K / 128 / parts;
+  jb.row0 = gd.row0, jb.m = gd.m, jb.K = a.K, jb.rows_total = a.rows_total, jb.row_token = a.row_token;
+  jb.chunks = a.K / 128 / parts;
   const int c0 = part * jb.chunks;
-  jb.wj = expert_weight_job<kSwiglu>(groups, gd, K, tiled, tid);
+  jb.wj = expert_weight_job<kSwiglu>(a.groups, gd, a.K, a.tiled, tid);
   jb.wj.w += int64_t(c0) * jb.wj.wcs, jb.wj.s += int64_t(c0) * jb.wj.scs;
-  jb.xsrc = x8 + (int64_t(gd.row0) + (tid >> 3)) * K + (tid & 7) * 16 + c0 * 128;
-  jb.xssrc = xs + gd.row0 + (tid & 127) + int64_t(c0) * rows_total;  // read by threads tid < the block's width only
+  jb.x8 = a.x8 + (tid & 7) * 16 + c0 * 128;
+  jb.xs = a.xs + int64_t(c0) * a.rows_total;
   return jb;
 }
 
@@ -300,79 +323,60 @@ __device__ __forceinline__ Job make_job(const Mxfp4Group* groups, const Mxfp4Gro
 constexpr int kSplitRing = 6 * stage_bytes<16>();
 template <bool kSwiglu, int kSplit>
 __global__ void __launch_bounds__(256, 3)
-    mxfp4_fp8_split_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
-                           const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
-                           float* __restrict__ a32, bool tiled) {
+    mxfp4_fp8_split_kernel(const __grid_constant__ Args a) {
   detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
-  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  const Mxfp4Group gd = a.groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
   if (gd.m <= 0) return;  // the whole cluster (one group) leaves together
-  const Job jb = make_job<kSwiglu>(groups, gd, x8, xs, rows_total, K, tiled, kSplit, int(blockIdx.z));
+  const Job jb = make_job<kSwiglu>(a, gd, kSplit, int(blockIdx.z));
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  run<16, kSwiglu, kSplitRing, kSplit>(jb, gd, s_base, Nout, limit, a32);
+  run<16, kSwiglu, kSplitRing, kSplit>(jb, gd, s_base, a);
 }
 
-// kSwiglu: g is g13 (pairs w1, w3), Nout = I, out a32; else g is g2, Nout = d, out the fp32 y.
 // kMaxN: the launch's group rows (64 or 128).
 template <int kMaxN, bool kSwiglu>
-__global__ void __launch_bounds__(256, kMaxN == 64 ? 2 : 1)
-    mxfp4_fp8_kernel(const Mxfp4Group* __restrict__ groups, const uint8_t* __restrict__ x8,
-                     const float* __restrict__ xs, int64_t rows_total, int Nout, int K, float limit,
-                     float* __restrict__ a32, bool tiled) {
+__global__ void __launch_bounds__(256, kMaxN == 64 ? 2 : 1) mxfp4_fp8_kernel(const __grid_constant__ Args a) {
   detail::pdl_entry();
   extern __shared__ unsigned char smem_raw[];
-  const Mxfp4Group gd = groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
+  const Mxfp4Group gd = a.groups[kSwiglu ? 2 * blockIdx.y : blockIdx.y];
   const int m = gd.m;
   if (m <= 0) return;
-  const Job jb = make_job<kSwiglu>(groups, gd, x8, xs, rows_total, K, tiled, 1, 0);
+  const Job jb = make_job<kSwiglu>(a, gd, 1, 0);
   const uint32_t s_base = (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
   constexpr int kRing = ring_bytes<kMaxN>();
   if constexpr (kMaxN == 64) {
-    if (m <= 16) return run<16, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
-    if (m <= 32) return run<32, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
-    if (m <= 48) return run<48, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
-    return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    if (m <= 16) return run<16, kSwiglu, kRing>(jb, gd, s_base, a);
+    if (m <= 32) return run<32, kSwiglu, kRing>(jb, gd, s_base, a);
+    if (m <= 48) return run<48, kSwiglu, kRing>(jb, gd, s_base, a);
+    return run<64, kSwiglu, kRing>(jb, gd, s_base, a);
   } else {  // a 128-row launch: its groups' tails (<= 64 rows) at width 64
-    if (m <= 64) return run<64, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
-    return run<128, kSwiglu, kRing>(jb, gd, s_base, Nout, limit, a32);
+    if (m <= 64) return run<64, kSwiglu, kRing>(jb, gd, s_base, a);
+    return run<128, kSwiglu, kRing>(jb, gd, s_base, a);
   }
 }
 
 template <int kMaxN, bool kSwiglu>
-bool launch_at(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total,
-               int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+bool launch_at(const Args& a, int n_groups, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};  // per instantiation: one bit per device
   const auto kernel = mxfp4_fp8_kernel<kMaxN, kSwiglu>;
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), smem_bytes<kMaxN>(), smem_set,
                              "mxfp4 fp8 experts: shared-memory size"))
     return false;
-  const dim3 grid(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups));
-  detail::launch_pdl(kernel, grid, 256, smem_bytes<kMaxN>(), s, groups, x8, xs, rows_total, Nout, K, limit, a32, tiled);
+  const dim3 grid(static_cast<unsigned>(kSwiglu ? a.Nout / 64 : a.Nout / kRows), static_cast<unsigned>(n_groups));
+  detail::launch_pdl(kernel, grid, 256, smem_bytes<kMaxN>(), s, a);
   return check_launch("mxfp4_fp8_kernel");
 }
 
 // The split kernel's launch: grid (tiles, groups, kSplit), clusters along z.
 template <bool kSwiglu, int kSplit>
-bool launch_split(const Mxfp4Group* groups, int n_groups, const uint8_t* x8, const float* xs, int64_t rows_total,
-                  int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s) {
+bool launch_split(const Args& a, int n_groups, cudaStream_t s) {
   static std::atomic<uint64_t> smem_set{0};
   const auto kernel = mxfp4_fp8_split_kernel<kSwiglu, kSplit>;
   constexpr int bytes = kSplitRing + 1024;
   if (!max_dynamic_smem_once(reinterpret_cast<const void*>(kernel), bytes, smem_set, "mxfp4 fp8 experts: shared-memory size"))
     return false;
-  cudaLaunchAttribute attr[2] = {detail::pdl_attribute(), {}};
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = 1;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = kSplit;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(kSwiglu ? Nout / 64 : Nout / kRows), static_cast<unsigned>(n_groups), kSplit);
-  cfg.blockDim = dim3(256);
-  cfg.dynamicSmemBytes = bytes;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  (void)cudaLaunchKernelEx(&cfg, kernel, groups, x8, xs, rows_total, Nout, K, limit, a32, tiled);
+  const dim3 grid(static_cast<unsigned>(kSwiglu ? a.Nout / 64 : a.Nout / kRows), static_cast<unsigned>(n_groups), kSplit);
+  detail::launch_pdl_cluster(kernel, grid, 256, bytes, s, dim3(1, 1, kSplit), a);
   return check_launch("mxfp4_fp8_split_kernel");
 }
 
@@ -387,13 +391,10 @@ bool split_fits(int n_groups, int max_m, int tiles, int K, int split) {
 }
 
 template <bool kSwiglu>
-bool launch(const Mxfp4Group* groups, int n_groups, int max_m, const uint8_t* x8, const float* xs, int64_t rows_total,
-            int Nout, int K, float limit, float* a32, bool tiled, cudaStream_t s, int split) {
-  const int tiles = kSwiglu ? Nout / 64 : Nout / kRows;
-  if (split_fits(n_groups, max_m, tiles, K, split))
-    return launch_split<kSwiglu, 2>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
-  return max_m > 64 ? launch_at<128, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s)
-                    : launch_at<64, kSwiglu>(groups, n_groups, x8, xs, rows_total, Nout, K, limit, a32, tiled, s);
+bool launch(const Args& a, int n_groups, int max_m, cudaStream_t s, int split) {
+  const int tiles = kSwiglu ? a.Nout / 64 : a.Nout / kRows;
+  if (split_fits(n_groups, max_m, tiles, a.K, split)) return launch_split<kSwiglu, 2>(a, n_groups, s);
+  return max_m > 64 ? launch_at<128, kSwiglu>(a, n_groups, s) : launch_at<64, kSwiglu>(a, n_groups, s);
 }
 
 // One warp per (token, U consecutive 128-column blocks), the U loads issued together: lane j
@@ -429,7 +430,7 @@ __global__ void rows_fp8_kernel(const float* __restrict__ src, int64_t T, int k,
     }
   };
   load_rows(0);
-  const int word = 8 * ((lane >> 1) & 3) + 4 * (lane & 1) + (lane >> 3);
+  const int word = fp8_expert_word(lane);
   uint32_t packed[U];
   float sc[U];
 #pragma unroll
@@ -497,12 +498,13 @@ bool moe_rows_fp8(const float* src, int64_t T, int k, int64_t K, const int32_t* 
 
 bool mxfp4_experts_w13_swiglu_fp8(const Mxfp4Group* g13, int n_groups, int max_m, const uint8_t* x8, const float* xs,
                                   int64_t rows_total, int64_t I, int64_t K, float limit, float* a32,
-                                  Mxfp4Layout layout, void* stream, int split) {
+                                  Mxfp4Layout layout, void* stream, int split, const int32_t* row_token) {
   if (!check_wide_launch("mxfp4_experts_w13_swiglu_fp8", n_groups, max_m, kMaxM, I, 64, K, 128)) return false;
   if (split < 0 || split > 2) return fail("mxfp4_experts_w13_swiglu_fp8: split must be 0, 1 or 2");
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<true>(g13, n_groups, max_m, x8, xs, rows_total, static_cast<int>(I), static_cast<int>(K), limit, a32,
-                      layout == Mxfp4Layout::tiles64, as_stream(stream), split);
+  const Args a{g13, x8, xs, rows_total, row_token, static_cast<int>(I), static_cast<int>(K), limit, a32,
+               layout == Mxfp4Layout::tiles64};
+  return launch<true>(a, n_groups, max_m, as_stream(stream), split);
 }
 
 bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const uint8_t* a8, const float* as,
@@ -510,8 +512,9 @@ bool mxfp4_experts_w2_fp8(const Mxfp4Group* g2, int n_groups, int max_m, const u
   if (!check_wide_launch("mxfp4_experts_w2_fp8", n_groups, max_m, kMaxM, N, kRows, K, 128)) return false;
   if (split < 0 || split > 2) return fail("mxfp4_experts_w2_fp8: split must be 0, 1 or 2");
   if (n_groups <= 0 || max_m <= 0) return true;
-  return launch<false>(g2, n_groups, max_m, a8, as, rows_total, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
-                       layout == Mxfp4Layout::tiles64, as_stream(stream), split);
+  const Args a{g2, a8, as, rows_total, nullptr, static_cast<int>(N), static_cast<int>(K), 0.f, nullptr,
+               layout == Mxfp4Layout::tiles64};
+  return launch<false>(a, n_groups, max_m, as_stream(stream), split);
 }
 
 }  // namespace deepinfer::cuda

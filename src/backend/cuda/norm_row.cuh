@@ -33,12 +33,14 @@ __device__ __forceinline__ float row_rsqrt_mean_sq(const float* __restrict__ xi,
 /// handles the 128-column blocks kb_begin + w, + 8, ... below kb_end (default: the whole row); lane
 /// j their columns 4j..4j+3 (xi may be a shared-memory copy of the row: r reads all of it, the
 /// forms only [kb_begin, kb_end)); column c's weight is w[c - w_off] (w may hold just those
-/// columns, e.g. in shared memory). d % 128 == 0; a block of 256 threads, all calling it.
+/// columns, e.g. in shared memory). qe / qes: the same e4m3 values in the FP8 expert kernels'
+/// column order (fp8_expert_word, moe_rows_fp8's bits) with K-block-major scales [kb * n + row]. d % 128 == 0; a block of 256 threads, all calling it.
 __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int64_t row, int64_t n, int64_t d,
                                               const float* __restrict__ w, float eps, float* __restrict__ y,
                                               uint8_t* __restrict__ q, float* __restrict__ scales, bool scales_t,
                                               uint16_t* __restrict__ y16, int64_t kb_begin = 0,
-                                              int64_t kb_end = -1, int64_t w_off = 0) {
+                                              int64_t kb_end = -1, int64_t w_off = 0, uint8_t* __restrict__ qe = nullptr,
+                                              float* __restrict__ qes = nullptr) {
   const float r = row_rsqrt_mean_sq(xi, d, eps);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t nkb = d / 128, kb_stop = kb_end < 0 ? nkb : kb_end;
@@ -58,11 +60,17 @@ __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int6
       packed16.y = *reinterpret_cast<const uint32_t*>(&hi);
       *reinterpret_cast<uint2*>(y16 + row * d + c) = packed16;
     }
-    if (q) {
+    if (q || qe) {
       uint32_t packed;
       const float s = quant4_e4m3_pow2(v, packed);
-      *reinterpret_cast<uint32_t*>(q + row * d + c) = packed;
-      if (lane == 0) scales[scales_t ? kb * n + row : row * nkb + kb] = s;
+      if (q) {
+        *reinterpret_cast<uint32_t*>(q + row * d + c) = packed;
+        if (lane == 0) scales[scales_t ? kb * n + row : row * nkb + kb] = s;
+      }
+      if (qe) {
+        *reinterpret_cast<uint32_t*>(qe + row * d + kb * 128 + fp8_expert_word(lane) * 4) = packed;
+        if (lane == 0) qes[kb * n + row] = s;
+      }
     }
   }
 }

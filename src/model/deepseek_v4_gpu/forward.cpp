@@ -279,6 +279,7 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
     pk.q = const_cast<uint8_t*>(norm.p.q8), pk.scales = const_cast<float*>(norm.p.qs), pk.scales_t = norm.p.qs_t;
     pk.y16 = const_cast<uint16_t*>(norm.p.x16);
   }
+  pk.qe = norm.qe, pk.qes = norm.qes;
   DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_, side, &pk, a.hc_partials));
   a.hc_partials = false;
@@ -413,13 +414,49 @@ bool Forward::fp8_experts(const GpuLayer& L) const {
   return wgmma_experts() && tuning_.moe_fp8 && L.experts_fp8_foldable;
 }
 
+Forward::MoeChunk Forward::moe_chunk(const GpuLayer& L, int64_t R) const {
+  const int64_t E = c_.n_routed_experts;
+  MoeChunk c;
+  c.wide = R >= wide_experts_from(L);
+  // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
+  // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64;
+  // where their shapes fit (K % 256: I and d), else the mma.sync ones.
+  c.wg = c.wide && wgmma_experts();
+  // Groups of gr rows (G, sized for 16, bounds every larger size too).
+  c.gr = c.wg ? (R >= 96 * E ? 128 : 64)
+       : c.wide ? 64
+                : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+  // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
+  // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
+  // its one-block kernel.
+  const int fp8_max_rows = tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128;
+  c.fp8 = c.wide && fp8_experts(L) && c.gr <= fp8_max_rows;
+  return c;
+}
+
 Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, I = c_.moe_inter, E = c_.n_routed_experts;
   const int k = static_cast<int>(c_.experts_per_tok);
   const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
-  DI_TRY(hc_pre_split(L.hc_ffn, a,
-                      SubNorm{L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp}));
+  // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
+  const int64_t from = wide_experts_from(L);
+  const bool can_wide = from != std::numeric_limits<int64_t>::max();
+  const int64_t Tm = std::min(T, can_wide ? kMoeWideChunk : kMoeChunk), Rm = Tm * k;
+  // One chunk on the FP8 kernels with groups built in one block, below hc_pre's one-launch limit
+  // (decode steps, short prefills): the norm's launch writes the experts' e4m3 rows, one per token,
+  // and the w13 kernel reads each group row's token (moe_build_groups' row_token): no
+  // moe_rows_fp8 launch between the routing and the experts, T rows quantised instead of T x k.
+  const bool rows_by_norm = tuning_.act_pack && Tm == T && T < 1025 && Rm <= dc::moe_build_groups_max_slots() &&
+                            moe_chunk(L, Rm).fp8;
+  SubNorm sub{L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp};
+  int32_t* row_token = nullptr;
+  if (rows_by_norm) {
+    DI_ASSIGN_OR_RETURN(sub.qe, buf<uint8_t>(kXe8, T * d));
+    DI_ASSIGN_OR_RETURN(sub.qes, buf<float>(kXes8, T * d / 128));
+    DI_ASSIGN_OR_RETURN(row_token, buf<int32_t>(kRowTok, Rm));
+  }
+  DI_TRY(hc_pre_split(L.hc_ffn, a, sub));
   DI_TRY(mark(part::kMoePre));
   // Shared expert (FP8: w1 and w3 as one GEMM into [gate | up] rows, clamped SwiGLU, w2) on a side
   // stream, joined before the combine.
@@ -428,10 +465,6 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   DI_CUDA_TRY(dc::swiglu(a.sgu, a.sgu + I, 2 * I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark(part::kMoeShared));
-  // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
-  const int64_t from = wide_experts_from(L);
-  const bool can_wide = from != std::numeric_limits<int64_t>::max();
-  const int64_t Tm = std::min(T, can_wide ? kMoeWideChunk : kMoeChunk), Rm = Tm * k;
   const int G = dc::moe_max_groups(Tm, k, E);
   // Past moe_build_groups' one-block limit, moe_sort_tokens sorts the rows first.
   int32_t* offsets = nullptr;
@@ -451,15 +484,7 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
-    const bool wide = R >= from;
-    // The wide kernels on wgmma (op bench, git 17758f2: ahead of mma.sync at 3-192 rows per
-    // expert, 1.03-1.44x), groups of 128 rows from 96 per expert (one block per SM), else 64;
-    // where their shapes fit (K % 256: I and d), else the mma.sync ones.
-    const bool wg = wide && wgmma_experts();
-    // Groups of gr rows (G, sized for 16, bounds every larger size too).
-    const int gr = wg ? (R >= 96 * E ? 128 : 64)
-                 : wide ? 64
-                        : tuning_.moe_group_rows > 0 ? tuning_.moe_group_rows : dc::moe_group_rows();
+    const auto [wide, wg, gr, fp8] = moe_chunk(L, R);
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
     // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
@@ -490,23 +515,24 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
     const bool sorted = R > dc::moe_build_groups_max_slots();
     if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
     DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
-                                     gr, sorted ? offsets : nullptr));
+                                     gr, sorted ? offsets : nullptr, rows_by_norm ? row_token : nullptr));
     const dc::Mxfp4Layout layout = L.experts_tiled ? dc::Mxfp4Layout::tiles64 : dc::Mxfp4Layout::rows;
-    // FP8 (e4m3 rows per 128 as the reference, e2m1 folded into e4m3): op bench (H200, tiled
-    // weights) 1.3x the f16 wgmma kernels at 6-24 rows per expert; 128-row groups (prefill) on
-    // its one-block kernel.
-    const int fp8_max_rows = tuning_.moe_fp8_max_rows > 0 ? tuning_.moe_fp8_max_rows : 128;
-    const bool fp8 = wide && fp8_experts(L) && gr <= fp8_max_rows;
     if (fp8) {
-      DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
-      DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
       DI_ASSIGN_OR_RETURN(float* a32, buf<float>(kA32, Rm * I));
       DI_ASSIGN_OR_RETURN(uint8_t* a8, buf<uint8_t>(kA8, Rm * I));
       DI_ASSIGN_OR_RETURN(float* as8, buf<float>(kAs8, Rm * I / 128));
-      DI_CUDA_TRY(dc::moe_rows_fp8(h, n, k, d, slot_pos, x8, xs8, R, stream_));
-      DI_TRY(mark(part::kMoeRouting));
       const int split = tuning_.moe_split_k;
-      DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_, split));
+      if (rows_by_norm) {
+        DI_TRY(mark(part::kMoeRouting));
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, sub.qe, sub.qes, T, I, d, limit, a32, layout, stream_,
+                                                     split, row_token));
+      } else {
+        DI_ASSIGN_OR_RETURN(uint8_t* x8, buf<uint8_t>(kX8, Rm * d));
+        DI_ASSIGN_OR_RETURN(float* xs8, buf<float>(kXs8, Rm * d / 128));
+        DI_CUDA_TRY(dc::moe_rows_fp8(h, n, k, d, slot_pos, x8, xs8, R, stream_));
+        DI_TRY(mark(part::kMoeRouting));
+        DI_CUDA_TRY(dc::mxfp4_experts_w13_swiglu_fp8(g13, gn, mm, x8, xs8, R, I, d, limit, a32, layout, stream_, split));
+      }
       DI_CUDA_TRY(dc::moe_rows_fp8(a32, R, 1, I, nullptr, a8, as8, R, stream_));
       DI_CUDA_TRY(dc::mxfp4_experts_w2_fp8(g2, gn, mm, a8, as8, R, d, I, layout, stream_, split));
     } else if (wide) {  // fp16 rows, weights read once per 64-row group, SwiGLU fused into w1/w3

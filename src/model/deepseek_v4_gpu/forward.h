@@ -132,6 +132,8 @@ class Forward {
     bool fp8, bf16;
     int slots[3];
     Packed& p;
+    uint8_t* qe = nullptr;  // the FP8 expert kernels' token rows of y (dc::HcNormPack::qe), where given
+    float* qes = nullptr;
   };
   /// Whether an FP8 linear of M rows, N outputs and K inputs runs on cuBLASLt (K-block-major scales).
   bool fp8_on_lt(int64_t M, int64_t N, int64_t K, bool y_bf16 = false) const;
@@ -198,6 +200,14 @@ class Forward {
   int64_t wide_experts_from(const GpuLayer& L) const;
   bool wgmma_experts() const;
   bool fp8_experts(const GpuLayer& L) const;
+  /// How a chunk of R routed rows (tokens x top-k) runs: the wide kernels or the narrow ones, on
+  /// warpgroup MMA, their groups' rows, on the FP8 kernels.
+  struct MoeChunk {
+    bool wide, wg;
+    int gr;
+    bool fp8;
+  };
+  MoeChunk moe_chunk(const GpuLayer& L, int64_t R) const;
   /// next_hc: the mHC site whose hc_pre comes next (the next layer's attention; after the last
   /// layer the head's for a decode-only batch, else null): at decode sizes the MoE's closing post
   /// makes its partials (hc_next).

@@ -12,7 +12,7 @@ enum Slot : int {
   kKvRows, kCkv, kCgate, kIkv, kIgate, kQidx, kWidx, kIndex, kNIndex, kAo, kOperm, kOa, kOa2, kF, kH, kSgu, kSa,
   kSy, kLogitsWs, kExperts, kWts, kSlotPos, kXp, kGp, kUp, kAp, kYp, kG13, kG2, kQ8, kQs, kFp8Ws, kLtWs,
   kX16, kYPad, kXp16, kAp16, kAttnWs, kIdxWs, kXr, kHin, kHn, kLogits, kInputs, kDIndex, kDNIndex, kMoeOff, kSortWs,
-  kX8, kXs8, kA32, kA8, kAs8, kRouteWs,
+  kX8, kXs8, kA32, kA8, kAs8, kRouteWs, kXe8, kXes8, kRowTok,
   kPackQ8, kPackQs, kPack16, kQanQ8, kQanQs, kQan16,  // norm_pack's forms: xn, h and the head's rows; qan
   kWoaQ8, kWoaQs, kWobQ8, kWobQs,  // the per-group wo_a path's group-major FP8 input and wo_b's from its output
   kSlotCount,
