@@ -94,8 +94,9 @@ struct CudaTuning {
   int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 64 for batches that would
                            // leave most SMs idle, else 256: dc::decode_base_split), fewer splits where the batch fills
                            // the GPU (dc::decode_split_rows); default mode only
-  bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it, and past 256 rows the
-                           // grouped wo_a's FP8 input is written group-major, wo_b's from its groups (same bits)
+  bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it (up to 1,024 tokens the
+                           // ffn norm also the routed experts' e4m3 rows), and past 256 rows the grouped wo_a's FP8
+                           // input is written group-major, wo_b's from its groups (same bits)
   bool hc_post_partial = true;  // up to 16 tokens an mHC post makes the next sub-layer's hc_pre partial sums in its
                                 // own launch (same bits)
   bool lt_timed = true;    // cuBLASLt FP8 GEMMs of up to kLtTimedMaxRows rows: the fastest algorithm, timed when first seen
