@@ -749,14 +749,9 @@ bool launch_post_partial(float* X, int64_t T, int64_t d, const float* post, cons
                                      "hc_post_partial: shared-memory size"))
     return false;
   const dim3 grid(static_cast<unsigned>(T), static_cast<unsigned>(kRanks * d / kHcKc));
-  auto* ws = static_cast<float*>(next.workspace);
-  if constexpr (kRanks > 1) {
-    detail::launch_pdl_cluster(kernel, grid, P::kThreads, P::kSmem, s, dim3(1, kRanks, 1), X, static_cast<int>(d), post, comb, f, mc,
-                               next.fn, ws, HcWs::of(T, d));
-  } else {
-    detail::launch_pdl(kernel, grid, P::kThreads, P::kSmem, s, X, static_cast<int>(d), post, comb, f, mc, next.fn, ws,
-                       HcWs::of(T, d));
-  }
+  // (kRanks 1: a cluster of one block, launch_pdl's plain launch.)
+  detail::launch_pdl_cluster(kernel, grid, P::kThreads, P::kSmem, s, dim3(1, kRanks, 1), X, static_cast<int>(d), post,
+                             comb, f, mc, next.fn, static_cast<float*>(next.workspace), HcWs::of(T, d));
   return true;
 }
 

@@ -34,7 +34,8 @@ __device__ __forceinline__ float row_rsqrt_mean_sq(const float* __restrict__ xi,
 /// j their columns 4j..4j+3 (xi may be a shared-memory copy of the row: r reads all of it, the
 /// forms only [kb_begin, kb_end)); column c's weight is w[c - w_off] (w may hold just those
 /// columns, e.g. in shared memory). qe / qes: the same e4m3 values in the FP8 expert kernels'
-/// column order (fp8_expert_word, moe_rows_fp8's bits) with K-block-major scales [kb * n + row]. d % 128 == 0; a block of 256 threads, all calling it.
+/// column order (fp8_expert_word, moe_rows_fp8's bits) with K-block-major scales [kb * n + row].
+/// d % 128 == 0; a block of 256 threads, all calling it.
 __device__ __forceinline__ void norm_pack_row(const float* __restrict__ xi, int64_t row, int64_t n, int64_t d,
                                               const float* __restrict__ w, float eps, float* __restrict__ y,
                                               uint8_t* __restrict__ q, float* __restrict__ scales, bool scales_t,
