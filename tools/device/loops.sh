@@ -154,11 +154,17 @@ attn_checks_ab() {
 
 # ab_pairs "NAME ARGS" lines: each line, then the same with NAME before-NAME (run_benches runs a
 # before- config with the carried build before the change, deepinfer-before).
-ab_pairs() {
-  local name args
+ab_pairs() { ab_sets before "$1"; }
+
+# ab_sets "P1 P2 ..." "NAME ARGS" lines: each line, then the same with NAME P1-NAME, P2-NAME, ...
+# (run_benches runs a P- config with the carried build deepinfer-P: an A/B/C of stacked changes).
+ab_sets() {
+  local name args p
   while read -r name args; do
-    if [ -n "$name" ]; then printf '%s %s\nbefore-%s %s\n' "$name" "$args" "$name" "$args"; fi
-  done <<< "$1"
+    [ -n "$name" ] || continue
+    printf '%s %s\n' "$name" "$args"
+    for p in $1; do printf '%s-%s %s\n' "$p" "$name" "$args"; done
+  done <<< "$2"
 }
 
 # step_ab_configs: the model A / B rows of a change that may move any shape (ab_pairs of v4-flash-4

@@ -24,7 +24,7 @@ run_sanitized "$BIN" 150 "racecheck:cuda_experts_test:CudaExperts.Fp8ExpertsMatc
   "memcheck:cuda_ops_test:CudaOps.Fp8WgmmaGroupedWritesNextInputBitwise"
 echo "sanitizers rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
 f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
-export BENCH_CONFIGS="$(while read -r n a; do printf '%s %s\nmid-%s %s\nbefore-%s %s\n' "$n" "$a" "$n" "$a" "$n" "$a"; done <<< "b1 $f4 --batch 1
+export BENCH_CONFIGS="$(ab_sets "mid before" "b1 $f4 --batch 1
 b8 $f4 --batch 8
 ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
 b1b $f4 --batch 1

@@ -18,7 +18,7 @@ plan_start
 run_test_specs "60:cuda_ops_test:CudaOps.Fp8Wgmma*" 80:cuda_v4_model_test 90:cuda_v4_synthetic_test 80:cuda_v4_engine_test
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
-export BENCH_CONFIGS="$(while read -r n a; do printf '%s %s\nwob-%s %s\nbefore-%s %s\n' "$n" "$a" "$n" "$a" "$n" "$a"; done <<< "b1 $f4 --batch 1
+export BENCH_CONFIGS="$(ab_sets "wob before" "b1 $f4 --batch 1
 b8 $f4 --batch 8
 ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
 b1b $f4 --batch 1
