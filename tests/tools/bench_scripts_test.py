@@ -178,7 +178,8 @@ class SanitizerReading(unittest.TestCase):
 
 
 class BeforeTwins(unittest.TestCase):
-    """ab_pairs: each bench config, then its before- twin (run with the build before the change)."""
+    """ab_pairs: each bench config, then its before- twin (run with the build before the change);
+    ab_sets: a twin per named build."""
 
     def pairs(self, text):
         cmd = f'source "{LOOPS}" >/dev/null && ab_pairs "$1"'
@@ -190,6 +191,14 @@ class BeforeTwins(unittest.TestCase):
             "p8k --synthetic v4-flash:4 --prompt-len 8192", "before-p8k --synthetic v4-flash:4 --prompt-len 8192",
             "b32 --batch 32 --fill-state", "before-b32 --batch 32 --fill-state"])
         self.assertEqual(self.pairs(""), "")
+
+    def test_sets_of_stacked_builds(self):
+        """ab_sets: each config, then one twin per carried build, in the order named."""
+        cmd = f'source "{LOOPS}" >/dev/null && ab_sets "$1" "$2"'
+        out = subprocess.run(["bash", "-c", cmd, "x", "mid before", "b1 --batch 1\n\nep256 --batch 256"],
+                             capture_output=True, text=True, check=True).stdout
+        self.assertEqual(out.splitlines(), ["b1 --batch 1", "mid-b1 --batch 1", "before-b1 --batch 1",
+                                            "ep256 --batch 256", "mid-ep256 --batch 256", "before-ep256 --batch 256"])
 
 
 class TestSpecs(unittest.TestCase):
