@@ -5,7 +5,8 @@
 # before wq_a and q_norm; the indexer queries' lane after q_norm, joined with the rest before the
 # attention. Its tests passed on an H100 at 14:41 UTC the day it was written (model 7, synthetic 10,
 # engine 6, with the dropped wo_b patch in the same build; plan_fortieth_c.sh); no device time was
-# left for its benches. Land it if batch 1 / 8 / the EP step gain.
+# left for its benches; since then only its launches' issue order changed (the same stream
+# dependencies; README). Land it if batch 1 / 8 / the EP step gain.
 # Build here, from a clean tree: ninja -C build tools/deepinfer/deepinfer; cp build/tools/deepinfer/deepinfer
 #   /tmp/before/deepinfer-before; git apply tools/device/pending/fortieth-c-xn-lanes.patch; ninja -C build;
 #   tools/device/pack_bins.sh build/tools/deepinfer/deepinfer build/tests/cuda/{cuda_v4_model_test,
