@@ -28,6 +28,8 @@ size_t hc_pre_workspace_bytes(int64_t T, int64_t d);
 /// pack (optional): then rms_norm_pack(input, T, d, pack->weight, pack->eps, pack->y, pack->q,
 /// pack->scales, pack->scales_t, pack->y16), bit for bit, below 1,025 tokens in the same launch as
 /// the collapse (one block a token), from 1,025 tokens as its own launch.
+/// The most tokens hc_pre finishes in one launch with the norm (HcNormPack's qe / qes: only up to it).
+inline constexpr int64_t kHcPreOneLaunchMaxT = 1024;
 struct HcNormPack {
   const float* weight = nullptr;
   float eps = 0.f;
@@ -38,7 +40,7 @@ struct HcNormPack {
   uint16_t* y16 = nullptr;
   // The FP8 expert kernels' rows of y (token order, their column order, K-block-major scales
   // [kb * T + t]: moe_rows_fp8's bits at k = 1), for mxfp4_experts_w13_swiglu_fp8's row_token
-  // form; below 1,025 tokens only (hc_pre's one-launch finish).
+  // form; up to kHcPreOneLaunchMaxT tokens only (hc_pre's one-launch finish).
   uint8_t* qe = nullptr;
   float* qes = nullptr;
 };

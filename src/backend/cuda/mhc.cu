@@ -44,7 +44,7 @@ constexpr int kHcPartialPrefillMinT = 33;  // T >= this: the prefill partial ker
 // T >= this: mix kernel + collapse kernel. Below, hc_finish_kernel (grid T x d/1024, the Sinkhorn
 // on 16 lanes per token): the mix kernel's 32 tokens per block left a decode batch of 256 with 8
 // blocks (hc_pre 48 us at T = 256, the mix kernel 31 of it, on the H200).
-constexpr int kHcSplitFinishMinT = 1025;
+constexpr int kHcSplitFinishMinT = static_cast<int>(kHcPreOneLaunchMaxT) + 1;  // layer_ops.h
 
 __device__ __forceinline__ float lane8_sum(float v) {
 #pragma unroll

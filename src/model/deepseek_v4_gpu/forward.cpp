@@ -447,7 +447,7 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   // (decode steps, short prefills): the norm's launch writes the experts' e4m3 rows, one per token,
   // and the w13 kernel reads each group row's token (moe_build_groups' row_token): no
   // moe_rows_fp8 launch between the routing and the experts, T rows quantised instead of T x k.
-  const bool rows_by_norm = tuning_.act_pack && Tm == T && T <= kNormExpertRowsMaxT &&
+  const bool rows_by_norm = tuning_.act_pack && Tm == T && T <= dc::kHcPreOneLaunchMaxT &&
                             Rm <= dc::moe_build_groups_max_slots() && moe_chunk(L, Rm).fp8;
   SubNorm sub{L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp};
   int32_t* row_token = nullptr;

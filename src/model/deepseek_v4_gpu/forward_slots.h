@@ -25,9 +25,6 @@ inline constexpr int64_t kMoeChunk = 1024;    // routed-expert chunk of the narr
 // tokens read them 8 times), so a prefill of up to 8k tokens is one chunk (moe_sort_tokens sorts
 // its rows past moe_build_groups' one-block limit).
 inline constexpr int64_t kMoeWideChunk = 8192;
-// hc_pre writes the routed experts' e4m3 rows (HcNormPack::qe) up to this many tokens (its
-// one-launch finish: dc::hc_pre fails past it).
-inline constexpr int64_t kNormExpertRowsMaxT = 1024;
 inline constexpr int64_t kBiRows = 64;        // batch-invariant mode: every bf16 GEMM call has this many rows
 inline constexpr int64_t kLtMinRows = 32;     // default mode: FP8 linears of at least this many rows use cuBLASLt
 // ... and up to this many rows (decode batches, small mixed steps) on the fastest of cuBLASLt's
