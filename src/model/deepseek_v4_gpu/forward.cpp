@@ -160,7 +160,8 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
 // The Nd decoding sequences (rows 0..Nd-1) of layer l in one launch per op. Each query reads its
 // ring in position order (the same rows and order as attention_seq's contiguous rows); in
 // batch-invariant mode with one split, so a token gets the same bits whichever path computes it.
-// decode_compress and decode_index run on side streams (attention() forks them); the ring rows
+// decode_compress and decode_index run on side lanes (attention() forks them; decode_index's head
+// weights on a lane of their own, w_lane); the ring rows
 // are written on the K=V lane; attention_decode runs after the join.
 Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane) {
   if (!L.has_compressor) return Status::ok();
@@ -177,19 +178,19 @@ Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& 
   return Status::ok();
 }
 
-Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane) {
+Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane, int w_lane) {
   const int64_t Bd = dec.n, nr = std::max(Bd, kBf16MinRows), Hi = c_.index_n_heads;
   const float eps = static_cast<float>(c_.rms_eps);
   DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
   DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
   DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
+  DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, w_lane, &a.xnp));
   DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv, lane, &a.xnp));
   DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate, lane, &a.xnp));
   dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps,
                                              c_.numerics.reference_rounding ? 2 : 0);
   set_decode(q, dec.layers[l].index, dec, a.pos);
   DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
-  DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, lane, &a.xnp));
   return Status::ok();
 }
 
@@ -306,17 +307,21 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   const bool xn16 = (L.has_compressor && !L.cmp.wkv.fp8) || (L.has_indexer && !L.weights_proj.fp8);
   DI_TRY(hc_pre_split(L.hc_attn, a,
                       SubNorm{L.attn_norm.as<float>(), a.xn, L.wq_a.n, L.wq_a.fp8, xn16, {kPackQ8, kPackQs, kPack16}, a.xnp}));
+  // Independent paths on their own streams, joined before attention. Those that take xn alone
+  // wait for hc_pre only (the fork below), not for the q path's wq_a and q_norm:
+  //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
+  //   lane 1  decode rows' KV compressor
+  //   lane 3  decode rows' indexer-key compressor; lane 4 their indexer head weights
+  // and, forked after q_norm:
+  //   lane 2  indexer queries (wq_b on the normed q-LoRA, RoPE, no norm)
+  //   main    q: wq_a, q_norm, wq_b, per-head RMS (unweighted), RoPE on the last R dims
+  // (Issued in the profile's part order: a lane's work depends on its fork, not on what the main
+  // stream was given before the lane's launches.)
+  DI_TRY(fork(kXnLanes));
   DI_TRY(linear(a.xn, T, L.wq_a, a.qa, -1, &a.xnp));
   DI_TRY(norm_pack(a.qa, T, c_.q_lora_rank, L.q_norm.as<float>(), a.qan, L.wq_b.n, L.wq_b.fp8, false,
                    {kQanQ8, kQanQs, kQan16}, a.qanp));
   DI_TRY(mark(part::kAttnPre));
-  // Independent paths on their own streams, joined before attention:
-  //   lane 0  K=V row: wkv, kv_norm, RoPE (decode rows also into their rings)
-  //   lane 1  decode rows' KV compressor
-  //   lane 2  indexer queries (wq_b on the normed q-LoRA, RoPE, no norm) and the decode rows'
-  //           indexer-key compressor and head weights
-  //   main    q: wq_b, per-head RMS (unweighted), RoPE on the last R dims
-  DI_TRY(fork(kLanes));
   DI_TRY(linear(a.xn, T, L.wkv, a.kv, 0, &a.xnp));
   // kv_norm, RoPE, bf16, and the decode rows into their rings (position p at slot p % W): one pass.
   DI_CUDA_TRY(dc::kv_norm_rope_bf16(a.kv, T, D, L.kv_norm.as<float>(), eps, D - R, static_cast<int>(R / 2), a.pos,
@@ -327,13 +332,14 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   DI_TRY(mark(part::kAttnCompressor));
   if (L.has_indexer) {
     const int64_t Hi = c_.index_n_heads, Di = c_.index_head_dim;
+    if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 3, 4));
+    DI_TRY(fork(1, 2));  // after q_norm
     DI_TRY(linear(a.qan, T, L.idx_wq_b, a.qidx, 2, &a.qanp));
     DI_CUDA_TRY(dc::rope_rows(a.qidx, T * Hi, Di, Di - R, static_cast<int>(R / 2), a.pos, static_cast<int>(Hi),
                             L.inv_freq.as<float>(), st(2)));
     // With reference rounding the keys went through Hadamard + FP4 (the compressor's round_mode 2):
     // the queries too, as the reference does (else the scores would pair rotated keys with plain q).
     if (c_.numerics.reference_rounding) DI_CUDA_TRY(dc::hadamard_fp4_rows(a.qidx, T * Hi, Di, st(2)));
-    if (dec.n > 0) DI_TRY(decode_index(L, l, dec, a, 2));
   }
   DI_TRY(mark(part::kAttnIndexer));
   // wq_b on cuBLASLt writes bf16 (T x 32768 fp32 is more bytes than the weight at 256 rows), the
@@ -349,7 +355,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
     DI_CUDA_TRY(dc::head_norm_rope_bf16(a.qb, T * H, D, eps, D - R, pairs, a.pos, hi, L.inv_freq.as<float>(), a.q16,
                                         stream_));
   }
-  DI_TRY(join(kLanes));
+  DI_TRY(join(kXnLanes));
   DI_TRY(mark(part::kAttnQ));
   if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)

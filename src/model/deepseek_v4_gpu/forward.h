@@ -159,9 +159,9 @@ class Forward {
   /// Whether an FP8 linear of M rows and N output columns (per group) runs on the wgmma decode
   /// kernel (default mode; tuning_.fp8_wgmma_rows .. fp8_wgmma_max_rows).
   bool fp8_wgmma_for(int64_t M, int64_t N) const;
-  // Side streams: 3 carry the attention's independent paths; 7 let the 8 groups of wo_a's
-  // per-group GEMMs (16 CTAs each at 256 rows) run at once.
-  static constexpr int kLanes = 3, kWoLanes = 7;
+  // Side streams: 5 carry the attention's independent paths (lanes 0-4, attention()); 7 let the 8
+  // groups of wo_a's per-group GEMMs (16 CTAs each at 256 rows) run at once.
+  static constexpr int kXnLanes = 5, kWoLanes = 7;
   void* st(int lane) const { return lane < 0 ? stream_ : side_[lane]; }
   static int ls(int slot, int lane) { return lane < 0 ? slot : slot + 100 * (lane + 1); }  // a lane's own slot
   /// Side streams first..first+n-1 wait for the main stream's work so far / the main stream waits
@@ -169,12 +169,13 @@ class Forward {
   Status fork(int n, int first = 0);
   Status join(int n, int first = 0);
   /// mHC pre of a sub-layer (hc: its weights) into a.pre / post / xin on the main stream, and its
-  /// Sinkhorn (a.comb) on side lane kCombLane (lanes 3..6 otherwise serve only the transposing
+  /// Sinkhorn (a.comb) on side lane kCombLane (lane 6, which otherwise serves only the transposing
   /// wo_a path), so the path from X to the sub-layer's input does not wait for it; join_comb(a)
   /// before the closing hc_post (and before a.hcws is written again). Up to kCombSideMaxT tokens
   /// only: at 256 (the EP step) the side launch's 256 blocks slowed the step (H100: device 31.0 ->
   /// 31.5 ms) while batches 1 and 8 gained 1.4% and 2.2%; above it hc_pre writes comb itself.
   static constexpr int kCombLane = kWoLanes - 1;
+  static_assert(kXnLanes <= kCombLane, "the attention's lanes end before the Sinkhorn's");
   static constexpr int64_t kCombSideMaxT = 64;
   static bool comb_on_side(int64_t T) { return T <= kCombSideMaxT; }
   /// hc_pre (comb on the side lane where comb_on_side) and then the sub-layer's norm of its input,
@@ -188,7 +189,7 @@ class Forward {
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);
   Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
-  Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
+  Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane, int w_lane);
   Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
   struct AttnIndex {  // HCA's visible-entry counts (its rows: every visible entry) and sliding layers' index
