@@ -3,7 +3,8 @@
 argument lists and row order, tools/device/collect_bench.py's merge of bench files and peer rows
 into the results format (bench/results/*.json), and tools/device/results_table.py's table of one
 (docs/performance.md) with the issue's targets judged per row; tools/device/loops.sh's reading of
-compute-sanitizer output and its before / after bench configs."""
+compute-sanitizer output and its before / after bench configs; tools/device/kernel_timeline.py's
+step, gaps and names from a kernel trace."""
 import importlib.util
 import json
 import os
@@ -17,6 +18,7 @@ PEER = os.path.join(ROOT, "bench", "peer_transformers.py")
 COLLECT = os.path.join(ROOT, "tools", "device", "collect_bench.py")
 TABLE = os.path.join(ROOT, "tools", "device", "results_table.py")
 LOOPS = os.path.join(ROOT, "tools", "device", "loops.sh")
+TIMELINE = os.path.join(ROOT, "tools", "device", "kernel_timeline.py")
 RACECHECK_LOG = os.path.join(ROOT, "bench", "results", "logs", "twentyfourth-h100-racecheck-route.txt")
 
 
@@ -222,6 +224,32 @@ class TestSpecs(unittest.TestCase):
         self.assertIn("[       OK ] Suite.One*", out)
         self.assertIn("rc=1", self.run_specs("20:bad", "20:good"))
         self.assertIn("[       OK ] *", self.run_specs("20:good"))  # no filter: every test
+
+
+class KernelTimeline(unittest.TestCase):
+    def test_last_step_span_gaps_and_names(self):
+        rows = [  # start_ns, end_ns, stream, channel, name
+            (0, 1000, 7, 1, "deepinfer::(anonymous namespace)::sample_kernel(deepinfer::GpuSampleArgs)"),
+            (2000, 3000, 7, 1, "deepinfer::(anonymous namespace)::embed_kernel(int const*)"),
+            (3500, 6000, 7, 1, "void deepinfer::(anonymous namespace)::fp8_wgmma_kernel<16>(Args)"),
+            (4000, 5000, 9, 2, "nvjet_sm90_tss_64x16"),
+            (8000, 9000, 7, 1, "deepinfer::(anonymous namespace)::sample_kernel(deepinfer::GpuSampleArgs)"),
+            (10000, 11000, 7, 1, "deepinfer::(anonymous namespace)::embed_kernel(int const*)"),
+        ]
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.csv")
+            with open(path, "w") as f:
+                f.write("start_ns,end_ns,stream,channel,graph,name\n")
+                for a, b, st, ch, n in reversed(rows):  # any order: the script sorts by start
+                    f.write(f"{a},{b},{st},{ch},0,{n}\n")
+            out = subprocess.run([sys.executable, TIMELINE, path], capture_output=True, text=True, check=True).stdout
+        # The step: embed .. the second sample_kernel (4 kernels), 2000 -> 9000 ns.
+        self.assertIn("step: 4 kernels, span 7.0 us, kernels' own times summed 5.5 us", out)
+        # Idle: 3000-3500 and 6000-8000.
+        self.assertIn("no kernel running 2.5 us in 2 gaps", out)
+        self.assertIn("fp8_wgmma_kernel<16>", out)
+        self.assertNotIn("deepinfer::", out.split("kernel\n", 1)[1])
+        self.assertIn("widest gaps (us at, us long): 4.0: 2.00, 1.0: 0.50", out)
 
 
 if __name__ == "__main__":
