@@ -89,8 +89,10 @@ struct CompCheck {
 // Drives `seqs` through the GPU and CPU compressors, `chunk(s)` tokens per step per sequence
 // (0: the sequence sits out the step), and compares every entry at the end.
 template <class ChunkFn>
+// fused: kv and gate in one buffer, each row's kv then its gate (row_stride 2 cw), as one GEMM over
+// the forward's wkvg writes them at decode.
 void run_compressor_case(const CompCase& c, std::vector<int64_t> lens, ChunkFn chunk, std::mt19937& rng,
-                         const char* mode) {
+                         const char* mode, bool fused = false) {
   const int R = c.ratio, W = c.width, rope_dim = 64, cw = (c.overlap ? 2 : 1) * W;
   const int S = static_cast<int>(lens.size());
   v4::RopeConfig rc;
@@ -152,10 +154,17 @@ void run_compressor_case(const CompCase& c, std::vector<int64_t> lens, ChunkFn c
     }
     if (slot.empty()) break;
     ++steps;
-    auto dkv = upload(kv), dgate = upload(gate), dslot = upload(slot), doff = upload(tok_offset),
+    std::vector<float> kvg;  // fused: row t is kv's row t, then gate's
+    for (size_t t = 0; fused && t < kv.size() / cw; ++t) {
+      kvg.insert(kvg.end(), kv.begin() + t * cw, kv.begin() + (t + 1) * cw);
+      kvg.insert(kvg.end(), gate.begin() + t * cw, gate.begin() + (t + 1) * cw);
+    }
+    auto dkv = upload(fused ? kvg : kv), dgate = upload(gate), dslot = upload(slot), doff = upload(tok_offset),
          dcount = upload(count), dpos = upload(pos0), dbase = upload(entry_base);
     dc::CompressorStepArgs a;
-    a.kv = dkv->as<float>(), a.gate = dgate->as<float>(), a.ape = dape->as<float>(), a.norm = dnorm->as<float>();
+    a.kv = dkv->as<float>(), a.gate = fused ? dkv->as<float>() + cw : dgate->as<float>();
+    a.row_stride = fused ? 2 * cw : 0;
+    a.ape = dape->as<float>(), a.norm = dnorm->as<float>();
     a.inv_freq = dfreq->as<float>();
     a.slot = dslot->as<int32_t>(), a.tok_offset = doff->as<int32_t>(), a.count = dcount->as<int32_t>();
     a.pos0 = dpos->as<int32_t>(), a.entry_base = dbase->as<int64_t>();
@@ -224,6 +233,7 @@ TEST(CudaCompress, DecodeMatchesCpu) {
     const std::vector<int64_t> lens = c.ratio == 4 ? std::vector<int64_t>{37, 3, 20, 64}
                                                    : std::vector<int64_t>{300, 127, 129, 260};
     run_compressor_case(c, lens, [](int) { return int64_t{1}; }, rng, "decode");
+    run_compressor_case(c, lens, [](int) { return int64_t{1}; }, rng, "decode, kv and gate in one buffer", true);
   }
 }
 
@@ -253,6 +263,16 @@ TEST(CudaCompress, RejectsBadArguments) {
   a.batch = 1, a.max_count = 1, a.round_mode = 3;
   EXPECT_FALSE(dc::compressor_step(a));
   EXPECT_NE(dc::last_error().find("round_mode must be 0, 1 or 2, not 3"), std::string::npos) << dc::last_error();
+  // kv / gate rows closer together than a row's channels
+  std::vector<float> one(4096, 0.f);
+  auto d = upload(one);
+  dc::CompressorStepArgs b;
+  b.batch = 1, b.max_count = 1, b.ratio = 4, b.width = 128, b.rope_dim = 64, b.overlap = true;
+  b.kv = b.gate = b.ape = b.norm = b.inv_freq = d->as<float>();
+  b.tok_offset = b.count = b.pos0 = reinterpret_cast<const int32_t*>(d->as<float>());
+  b.row_stride = 200;  // cw = 256
+  EXPECT_FALSE(dc::compressor_step(b));
+  EXPECT_NE(dc::last_error().find("row_stride 200 is below a row's channels"), std::string::npos) << dc::last_error();
   dc::IndexerArgs ia;
   ia.tokens = 1, ia.heads = 24;
   EXPECT_FALSE(dc::indexer_select(ia, nullptr));

@@ -104,8 +104,8 @@ void put_hc(TensorMap& t, const std::string& p, const v4gpu::GpuHc& h, int64_t d
   put_f32(t, p + "_scale", {3}, h.scale);
 }
 void put_compressor(TensorMap& t, const std::string& p, const v4gpu::GpuCompressor& c) {
-  put_linear(t, p + ".wkv", c.wkv);
-  put_linear(t, p + ".wgate", c.wgate);
+  put_linear(t, p + ".wkv", c.wkvg, 0, c.cw());  // wkvg: wkv's rows then wgate's
+  put_linear(t, p + ".wgate", c.wkvg, c.cw(), c.cw());
   put_f32(t, p + ".ape", {c.ratio, c.cw()}, c.ape);
   put_f32(t, p + ".norm.weight", {c.width}, c.norm);
 }
@@ -197,8 +197,7 @@ void expect_same(const v4gpu::GpuCompressor& a, const v4gpu::GpuCompressor& b, c
   EXPECT_EQ(a.ratio, b.ratio) << what;
   EXPECT_EQ(a.width, b.width) << what;
   EXPECT_EQ(a.overlap, b.overlap) << what;
-  expect_same(a.wkv, b.wkv, what + ".wkv");
-  expect_same(a.wgate, b.wgate, what + ".wgate");
+  expect_same(a.wkvg, b.wkvg, what + ".wkv + wgate");
   expect_same(a.ape, b.ape, what + ".ape");
   expect_same(a.norm, b.norm, what + ".norm");
 }

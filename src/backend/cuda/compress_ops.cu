@@ -104,7 +104,7 @@ __device__ __forceinline__ void row_value(const CompressorStepArgs& a, const Seq
                                           float& kv, float& g) {
   const int r = static_cast<int>(p % a.ratio);
   if (p >= s.pos0) {
-    const int64_t i = (static_cast<int64_t>(s.tok) + (p - s.pos0)) * cw + ch;
+    const int64_t i = (static_cast<int64_t>(s.tok) + (p - s.pos0)) * (a.row_stride > 0 ? a.row_stride : cw) + ch;
     kv = a.kv[i];
     g = a.gate[i] + a.ape[static_cast<int64_t>(r) * cw + ch];
   } else if (p >= static_cast<int64_t>(s.wo) * a.ratio) {
@@ -544,6 +544,8 @@ bool compressor_step(const CompressorStepArgs& a, void* stream) {
     return fail("compressor_step: round_mode 2 (Hadamard) needs a power-of-two width");
   if (!a.kv || !a.gate || !a.ape || !a.norm || !a.tok_offset || !a.count || !a.pos0 || (a.rope_dim > 0 && !a.inv_freq))
     return fail("compressor_step: null argument");
+  if (a.row_stride != 0 && a.row_stride < int64_t(a.overlap ? 2 : 1) * a.width)
+    return fail("compressor_step: row_stride " + std::to_string(a.row_stride) + " is below a row's channels");
   if (!a.seq) {  // slot layout (with `seq`, every sequence's state comes from its table entry)
     if (!a.slot || !a.entry_base || !a.buf_kv || !a.buf_gate || !a.entries)
       return fail("compressor_step: the slot layout needs slot, entry_base, buf_kv, buf_gate and entries (or seq)");

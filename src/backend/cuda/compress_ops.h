@@ -42,8 +42,10 @@ struct CompressorStepArgs {
   /// When set, sequence b's state is at seq[b] (slot, entry_base, buf_*, prev_* and entries
   /// below are ignored): one launch serves sequences whose states are separate allocations.
   const CompressorSeqPtrs* seq = nullptr;
-  const float* kv = nullptr;          // [T, cw]
-  const float* gate = nullptr;        // [T, cw]
+  const float* kv = nullptr;          // [T, cw], rows row_stride floats apart
+  const float* gate = nullptr;        // [T, cw], the same
+  int64_t row_stride = 0;             // kv / gate: floats from one row to the next (0: cw; e.g. 2 cw where
+                                      // one GEMM wrote both, kv's cw columns then gate's, in each row)
   const float* ape = nullptr;         // [ratio, cw]
   const float* norm = nullptr;        // [width]
   const float* inv_freq = nullptr;    // [rope_dim / 2]

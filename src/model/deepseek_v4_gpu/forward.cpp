@@ -117,8 +117,7 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
     DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
     const Packed xp = a.xnp.rows_from(o, d);
-    DI_TRY(linear(a.xn + o * d, n, L.cmp.wkv, ckv, -1, &xp));
-    DI_TRY(linear(a.xn + o * d, n, L.cmp.wgate, cgate, -1, &xp));
+    DI_TRY(compressor_input(a.xn + o * d, n, L.cmp, ckv, cgate, -1, &xp));
     dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 1 : 0);
     set_one_sequence(q, S.kv, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
     DI_CUDA_TRY(dc::compressor_step(q, stream_));
@@ -137,8 +136,7 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
     DI_ASSIGN_OR_RETURN(int32_t* index, buf<int32_t>(kIndex, a.max_n * K));
     DI_ASSIGN_OR_RETURN(int32_t* n_index, buf<int32_t>(kNIndex, a.max_n));
     const Packed xp = a.xnp.rows_from(o, d);
-    DI_TRY(linear(a.xn + o * d, n, L.icmp.wkv, ikv, -1, &xp));
-    DI_TRY(linear(a.xn + o * d, n, L.icmp.wgate, igate, -1, &xp));
+    DI_TRY(compressor_input(a.xn + o * d, n, L.icmp, ikv, igate, -1, &xp));
     dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps, rr ? 2 : 0);
     set_one_sequence(q, S.index, si.zero32, si.one_count, si.one_pos0, si.zero64, n);
     DI_CUDA_TRY(dc::compressor_step(q, stream_));
@@ -163,16 +161,31 @@ Status Forward::attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx&
 // decode_compress and decode_index run on side lanes (attention() forks them; decode_index's head
 // weights on a lane of their own, w_lane); the ring rows
 // are written on the K=V lane; attention_decode runs after the join.
+Status Forward::compressor_input(const float* x, int64_t M, const GpuCompressor& c, float* kv, float* gate, int lane,
+                                 const Packed* p) {
+  DI_TRY(linear(x, false, M, c.wkvg, 0, c.cw(), kv, lane, p));
+  return linear(x, false, M, c.wkvg, c.cw(), c.cw(), gate, lane, p);
+}
+
+Status Forward::decode_compressor_input(const float* x, int64_t Bd, const GpuCompressor& c, float* kvg, int lane,
+                                        const Packed* p, dc::CompressorStepArgs& q) {
+  const int64_t cw = c.cw();
+  if (c_.numerics.batch_invariant) {  // the prefill's two GEMM shapes: a token's inputs the same bits either way
+    q.kv = kvg, q.gate = kvg + std::max(Bd, kBf16MinRows) * cw, q.row_stride = 0;
+    return compressor_input(x, Bd, c, kvg, kvg + std::max(Bd, kBf16MinRows) * cw, lane, p);
+  }
+  q.kv = kvg, q.gate = kvg + cw, q.row_stride = 2 * cw;
+  return linear(x, false, Bd, c.wkvg, 0, 2 * cw, kvg, lane, p);
+}
+
 Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane) {
   if (!L.has_compressor) return Status::ok();
   const int64_t Bd = dec.n, nr = std::max(Bd, kBf16MinRows);
   const float eps = static_cast<float>(c_.rms_eps);
-  DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, nr * L.cmp.cw()));
-  DI_ASSIGN_OR_RETURN(float* cgate, buf<float>(kCgate, nr * L.cmp.cw()));
-  DI_TRY(linear(a.xn, Bd, L.cmp.wkv, ckv, lane, &a.xnp));
-  DI_TRY(linear(a.xn, Bd, L.cmp.wgate, cgate, lane, &a.xnp));
-  dc::CompressorStepArgs q = compressor_args(L.cmp, ckv, cgate, L.inv_freq.as<float>(), c_.rope_dim, eps,
+  DI_ASSIGN_OR_RETURN(float* ckv, buf<float>(kCkv, 2 * nr * L.cmp.cw()));
+  dc::CompressorStepArgs q = compressor_args(L.cmp, nullptr, nullptr, L.inv_freq.as<float>(), c_.rope_dim, eps,
                                              c_.numerics.reference_rounding ? 1 : 0);
+  DI_TRY(decode_compressor_input(a.xn, Bd, L.cmp, ckv, lane, &a.xnp, q));
   set_decode(q, dec.layers[l].kv, dec, a.pos);
   DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
   return Status::ok();
@@ -181,14 +194,12 @@ Status Forward::decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& 
 Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane, int w_lane) {
   const int64_t Bd = dec.n, nr = std::max(Bd, kBf16MinRows), Hi = c_.index_n_heads;
   const float eps = static_cast<float>(c_.rms_eps);
-  DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, nr * L.icmp.cw()));
-  DI_ASSIGN_OR_RETURN(float* igate, buf<float>(kIgate, nr * L.icmp.cw()));
+  DI_ASSIGN_OR_RETURN(float* ikv, buf<float>(kIkv, 2 * nr * L.icmp.cw()));
   DI_ASSIGN_OR_RETURN(float* widx, buf<float>(kWidx, nr * Hi));
   DI_TRY(linear(a.xn, Bd, L.weights_proj, widx, w_lane, &a.xnp));
-  DI_TRY(linear(a.xn, Bd, L.icmp.wkv, ikv, lane, &a.xnp));
-  DI_TRY(linear(a.xn, Bd, L.icmp.wgate, igate, lane, &a.xnp));
-  dc::CompressorStepArgs q = compressor_args(L.icmp, ikv, igate, L.inv_freq.as<float>(), c_.rope_dim, eps,
+  dc::CompressorStepArgs q = compressor_args(L.icmp, nullptr, nullptr, L.inv_freq.as<float>(), c_.rope_dim, eps,
                                              c_.numerics.reference_rounding ? 2 : 0);
+  DI_TRY(decode_compressor_input(a.xn, Bd, L.icmp, ikv, lane, &a.xnp, q));
   set_decode(q, dec.layers[l].index, dec, a.pos);
   DI_CUDA_TRY(dc::compressor_step(q, st(lane)));
   return Status::ok();
@@ -304,7 +315,7 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   const float eps = static_cast<float>(c_.rms_eps);
   // hc_pre, then the attention norm: xn's forms for wq_a, wkv (FP8) and the compressors' and
   // indexer's bf16 projections; qan's for wq_b and the indexer's wq_b.
-  const bool xn16 = (L.has_compressor && !L.cmp.wkv.fp8) || (L.has_indexer && !L.weights_proj.fp8);
+  const bool xn16 = (L.has_compressor && !L.cmp.wkvg.fp8) || (L.has_indexer && !L.weights_proj.fp8);
   DI_TRY(hc_pre_split(L.hc_attn, a,
                       SubNorm{L.attn_norm.as<float>(), a.xn, L.wq_a.n, L.wq_a.fp8, xn16, {kPackQ8, kPackQs, kPack16}, a.xnp}));
   // Independent paths on their own streams, joined before attention. Those that take xn alone

@@ -188,6 +188,14 @@ class Forward {
   std::optional<cuda::HcNext> hc_next(const GpuHc* next, Acts& a) const;
   Status attention(const GpuLayer& L, size_t l, std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx,
                    const DecodeBatch& dec, Acts& a);
+  /// A compressor's kv and gate inputs of M rows of x, [M, cw] each (two GEMMs over wkvg's halves).
+  Status compressor_input(const float* x, int64_t M, const GpuCompressor& c, float* kv, float* gate, int lane,
+                          const Packed* p);
+  /// The same for a decode step's rows of a.xn, into kvg ([2 max(Bd, kBf16MinRows), cw] floats):
+  /// one GEMM over wkvg ([Bd, 2 cw]: each row's kv then its gate) outside batch-invariant mode, so
+  /// the compressor lane runs one GEMM where it ran two; q's kv, gate and row stride set to match.
+  Status decode_compressor_input(const float* x, int64_t Bd, const GpuCompressor& c, float* kvg, int lane,
+                                 const Packed* p, cuda::CompressorStepArgs& q);
   Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
   Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane, int w_lane);
   Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);

@@ -91,8 +91,12 @@ Result<GpuHc> upload_hc_head(const v4::HcHeadWeights& w, int64_t n) {
 Result<GpuCompressor> upload_compressor(const v4::CompressorWeights& w, int64_t ratio, int64_t width, bool overlap) {
   GpuCompressor g;
   g.ratio = ratio, g.width = width, g.overlap = overlap;
-  DI_ASSIGN_OR_RETURN(g.wkv, upload_linear(w.wkv, false));
-  DI_ASSIGN_OR_RETURN(g.wgate, upload_linear(w.wgate, false));
+  DI_ASSIGN_OR_RETURN(const GpuLinear wkv, upload_linear(w.wkv, false));
+  DI_ASSIGN_OR_RETURN(const GpuLinear wgate, upload_linear(w.wgate, false));
+  if (wkv.n != g.cw() || wgate.n != g.cw())
+    return Status::invalid_argument(w.wkv.name + " / " + w.wgate.name + ": rows are not the compressor's " +
+                                    std::to_string(g.cw()) + " channels");
+  DI_ASSIGN_OR_RETURN(g.wkvg, concat_rows(wkv, wgate, w.wkv.name + " + wgate"));
   DI_ASSIGN_OR_RETURN(g.ape, upload_vec(w.ape, w.wkv.name + " ape"));
   DI_ASSIGN_OR_RETURN(g.norm, upload_vec(w.norm, w.wkv.name + " norm"));
   return g;
@@ -247,8 +251,8 @@ size_t layer_bytes(const GpuLayer& g) {
                                 &g.inv_freq, &g.cmp.ape, &g.cmp.norm, &g.icmp.ape, &g.icmp.norm, &g.gate, &g.bias,
                                 &g.tid2eid, &g.expert_ptrs})
     s += b->bytes();
-  for (const GpuLinear* l : {&g.wq_a, &g.wq_b, &g.wkv, &g.wo_a, &g.wo_b, &g.cmp.wkv, &g.cmp.wgate, &g.icmp.wkv,
-                             &g.icmp.wgate, &g.idx_wq_b, &g.weights_proj, &g.sh_w13, &g.sh_w2})
+  for (const GpuLinear* l : {&g.wq_a, &g.wq_b, &g.wkv, &g.wo_a, &g.wo_b, &g.cmp.wkvg, &g.icmp.wkvg,
+                             &g.idx_wq_b, &g.weights_proj, &g.sh_w13, &g.sh_w2})
     s += l->bytes();
   for (const DeviceBuffer& e : g.experts) s += e.bytes();
   return s;

@@ -42,7 +42,9 @@ struct GpuHc {  // one mHC site, fn [24, 4d] fp32, base [24], scale [3]
 };
 
 struct GpuCompressor {
-  GpuLinear wkv, wgate;  // [cw, d]
+  // wkv's rows then wgate's ([2 cw, d] bf16, concat_rows), so that a decode step's compressor
+  // input is one GEMM (rows [0, cw) and [cw, 2 cw) are the two projections).
+  GpuLinear wkvg;
   DeviceBuffer ape;      // [ratio, cw] fp32
   DeviceBuffer norm;     // [width] fp32
   int64_t ratio = 0, width = 0;

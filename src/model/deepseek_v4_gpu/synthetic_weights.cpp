@@ -67,8 +67,9 @@ class Gen {
   Result<GpuCompressor> compressor(int64_t ratio, int64_t width, bool overlap, int64_t d, const std::string& what) {
     GpuCompressor g;
     g.ratio = ratio, g.width = width, g.overlap = overlap;
-    DI_ASSIGN_OR_RETURN(g.wkv, bf16(g.cw(), d, 0.02f, what + ".wkv"));
-    DI_ASSIGN_OR_RETURN(g.wgate, bf16(g.cw(), d, 0.02f, what + ".wgate"));
+    DI_ASSIGN_OR_RETURN(const GpuLinear wkv, bf16(g.cw(), d, 0.02f, what + ".wkv"));
+    DI_ASSIGN_OR_RETURN(const GpuLinear wgate, bf16(g.cw(), d, 0.02f, what + ".wgate"));
+    DI_ASSIGN_OR_RETURN(g.wkvg, concat_rows(wkv, wgate, what + ".wkv + wgate"));
     DI_ASSIGN_OR_RETURN(g.ape, f32(ratio * g.cw(), 0.1f, what + ".ape"));
     DI_ASSIGN_OR_RETURN(g.norm, f32(width, 1.f, what + ".norm"));
     return g;
