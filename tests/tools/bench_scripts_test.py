@@ -202,6 +202,16 @@ class BeforeTwins(unittest.TestCase):
         self.assertEqual(out.splitlines(), ["b1 --batch 1", "mid-b1 --batch 1", "before-b1 --batch 1",
                                             "ep256 --batch 256", "mid-ep256 --batch 256", "before-ep256 --batch 256"])
 
+    def test_decode_rows_by_name(self):
+        """decode_ab_configs: bN / epN names (a letter suffix for repeats) to their bench rows, paired."""
+        cmd = f'source "{LOOPS}" >/dev/null && decode_ab_configs "$1"'
+        out = subprocess.run(["bash", "-c", cmd, "x", "b1 ep256 b8b"], capture_output=True, text=True,
+                             check=True).stdout.splitlines()
+        f4 = "--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
+        ep = "--synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096"
+        self.assertEqual(out, [f"b1 {f4} --batch 1", f"before-b1 {f4} --batch 1", f"ep256 {ep}", f"before-ep256 {ep}",
+                               f"b8b {f4} --batch 8", f"before-b8b {f4} --batch 8"])
+
 
 class TestSpecs(unittest.TestCase):
     """run_test_specs: each "BOX:TEST[:FILTER]" run with its filter; TEST_RC 1 when any failed."""

@@ -167,6 +167,21 @@ ab_sets() {
   done <<< "$2"
 }
 
+# decode_ab_configs "NAME...": ab_pairs of decode rows by name: bN is v4-flash-4 at batch N with
+# ctx-4k states filled, epN the EP slice at batch N (ctx 4k, filled); a trailing letter names a
+# repeat (b1b, b1c), as BENCH_CONFIGS lines.
+decode_ab_configs() {
+  local f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096" n b lines=""
+  for n in $1; do
+    b=${n#ep}; b=${b#b}; b=${b%%[a-z]*}
+    case "$n" in
+      ep*) lines+="$n --synthetic v4-flash-ep8 --batch $b --gen-len 4 --fill-state --prompt-len 4096"$'\n' ;;
+      b*) lines+="$n $f4 --batch $b"$'\n' ;;
+    esac
+  done
+  ab_pairs "$lines"
+}
+
 # step_ab_configs: the model A / B rows of a change that may move any shape (ab_pairs of v4-flash-4
 # decode at batch 1, 8, 32 with ctx-4k states filled, the EP step at batch 256 ctx 4k, the 8k
 # prefill), as BENCH_CONFIGS lines.

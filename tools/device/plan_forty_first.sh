@@ -16,15 +16,8 @@ source "$(dirname "$0")/loops.sh"
 plan_start
 run_test_specs "40:cuda_experts_test:*Fp8*:*Wide*" 60:cuda_v4_model_test 45:cuda_v4_synthetic_test 60:cuda_v4_engine_test
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
-f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
 p8="--synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 2"
-export BENCH_CONFIGS="$(ab_pairs "b1 $f4 --batch 1
-b8 $f4 --batch 8
-ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
-b1b $f4 --batch 1
-b2 $f4 --batch 2
-b8b $f4 --batch 8
-b1c $f4 --batch 1")
+export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2 b8b b1c")
 $(ab_sets "before lanes" "p8k $p8
 p8kb $p8")"
 run_benches "$BIN/deepinfer" 180 | grep -E "rc=[1-9]" | cut -c1-150
