@@ -167,7 +167,8 @@ ab_sets() {
   done <<< "$2"
 }
 
-# decode_ab_configs "NAME...": ab_pairs of decode rows by name: bN is v4-flash-4 at batch N with
+# decode_ab_configs "NAME..." ["P1 P2 ..."]: decode rows by name, each followed by its twins
+# (ab_sets of the builds named, default "before": ab_pairs): bN is v4-flash-4 at batch N with
 # ctx-4k states filled, epN the EP slice at batch N (ctx 4k, filled); a trailing letter names a
 # repeat (b1b, b1c), as BENCH_CONFIGS lines.
 decode_ab_configs() {
@@ -179,7 +180,17 @@ decode_ab_configs() {
       b*) lines+="$n $f4 --batch $b"$'\n' ;;
     esac
   done
-  ab_pairs "$lines"
+  ab_sets "${2:-before}" "$lines"
+}
+
+# bench_device_ms: a line per bench run of this plan ($OUT/bench-NAME.txt): its name, the decode
+# step's device time and, for a prefill run, its prefill line.
+bench_device_ms() {
+  local f
+  for f in "$OUT"/bench-*.txt; do
+    printf '%s: %s %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)" \
+      "$(grep -E '^prefill +[0-9]' "$f" | head -1 | cut -c1-90)"
+  done
 }
 
 # step_ab_configs: the model A / B rows of a change that may move any shape (ab_pairs of v4-flash-4

@@ -23,13 +23,8 @@ run_sanitized "$BIN" 150 "racecheck:cuda_experts_test:CudaExperts.Fp8ExpertsMatc
   "racecheck:cuda_ops_test:CudaOps.Fp8WgmmaGroupedWritesNextInputBitwise" \
   "memcheck:cuda_ops_test:CudaOps.Fp8WgmmaGroupedWritesNextInputBitwise"
 echo "sanitizers rc=${SAN_RC:-?} ($((SECONDS - START)) s)"
-f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
-export BENCH_CONFIGS="$(ab_sets "mid before" "b1 $f4 --batch 1
-b8 $f4 --batch 8
-ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
-b1b $f4 --batch 1
-b4 $f4 --batch 4")"
+export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b4" "mid before")"
 run_benches "$BIN/deepinfer" 220 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

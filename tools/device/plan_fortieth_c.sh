@@ -18,16 +18,9 @@ plan_start
 run_test_specs "60:cuda_ops_test:CudaOps.Fp8Wgmma*" 80:cuda_v4_model_test 90:cuda_v4_synthetic_test 80:cuda_v4_engine_test
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
-export BENCH_CONFIGS="$(ab_sets "wob before" "b1 $f4 --batch 1
-b8 $f4 --batch 8
-ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
-b1b $f4 --batch 1
-b2 $f4 --batch 2
-b8b $f4 --batch 8
-b1c $f4 --batch 1
-b32 $f4 --batch 32")"
+export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2 b8b b1c b32" "wob before")"
 run_benches "$BIN/deepinfer" 120 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 ncu_step_table $((170 - (SECONDS - START))) "$f4 --batch 1" 44
 plan_finish
 echo "done ($((SECONDS - START)) s)"

@@ -17,17 +17,9 @@ source "$(dirname "$0")/loops.sh"
 plan_start
 run_test_specs 80:cuda_v4_model_test 90:cuda_v4_synthetic_test 80:cuda_v4_engine_test
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
-f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
-export BENCH_CONFIGS="$(ab_pairs "b1 $f4 --batch 1
-b8 $f4 --batch 8
-ep256 --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096
-b1b $f4 --batch 1
-b2 $f4 --batch 2
-b8b $f4 --batch 8
-b32 $f4 --batch 32
-b1c $f4 --batch 1
-p8k --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 2")"
+export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2 b8b b32 b1c")
+$(ab_pairs "p8k --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 2")"
 run_benches "$BIN/deepinfer" 150 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

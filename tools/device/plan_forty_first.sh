@@ -21,9 +21,7 @@ export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2 b8b b1c")
 $(ab_sets "before lanes" "p8k $p8
 p8kb $p8")"
 run_benches "$BIN/deepinfer" 180 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do
-  printf '%s: %s %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)" "$(grep -E '^prefill' "$f" | head -1 | cut -c1-90)"
-done
+bench_device_ms
 echo "benches done ($((SECONDS - START)) s)"
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
 for b in deepinfer deepinfer-lanes; do

@@ -20,7 +20,7 @@ echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 f4="--synthetic v4-flash:4 --gen-len 8 --fill-state --prompt-len 4096"
 export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2 b8b b32 b1c")"
 run_benches "$BIN/deepinfer" 150 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 echo "benches done ($((SECONDS - START)) s)"
 KERNEL_TRACE_OUT="$OUT/trace-b1.csv" LD_PRELOAD="$PWD/$BIN/libkernel_trace.so" timeout 40 "$BIN/deepinfer" bench \
   --device cuda $f4 --batch 1 > "$OUT/trace-bench-b1.txt" 2>&1

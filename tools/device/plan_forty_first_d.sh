@@ -21,6 +21,6 @@ export BENCH_CONFIGS="$(decode_ab_configs "b1 b8 ep256 b1b b2")
 b1h $f4 --batch 1 --bf16-gemv-max-n 200000
 b8h $f4 --batch 8 --bf16-gemv-max-n 200000"
 run_benches "$BIN/deepinfer" 110 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

@@ -32,7 +32,7 @@ b32 $f4 --batch 32
 b1b $f4 --batch 1"
 export BENCH_CONFIGS="$(while read -r n a; do printf '%s %s\nac-%s %s\nbefore-%s %s\n' "$n" "$a" "$n" "$a" "$n" "$a"; done <<< "$cfg")"
 run_benches "$BIN/deepinfer" 150 | grep -E "rc=|^decode " | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 ncu_step_table $((440 - (SECONDS - START))) "--synthetic v4-flash:4 --batch 1 --prompt-len 4096 --fill-state --gen-len 8" 40
 plan_finish
 echo "done ($((SECONDS - START)) s)"

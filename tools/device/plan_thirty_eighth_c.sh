@@ -31,6 +31,6 @@ export BENCH_CONFIGS="$(while read -r n a; do printf '%s %s\nac-%s %s\n' "$n" "$
 wg-b1 $f4 --batch 1 --fp8-wgmma-rows 1
 wg-b8 $f4 --batch 8 --fp8-wgmma-rows 1"
 run_benches "$BIN/deepinfer" 120 | grep -E "rc=|^decode " | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

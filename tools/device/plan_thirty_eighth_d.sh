@@ -25,7 +25,7 @@ b16 $f4 --batch 16
 b1b $f4 --batch 1"
 export BENCH_CONFIGS="$(while read -r n a; do printf '%s %s\nold16-%s %s --fp8-wgmma-rows 16\n' "$n" "$a" "$n" "$a"; done <<< "$cfg")"
 run_benches "$BIN/deepinfer" 120 | grep -E "rc=|^decode " | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 echo "== op bench: each decode FP8 shape alone at 1 and 8 rows (us; weights rotated past L2)"
 for s in 1024:4096:1 512:4096:1 32768:1024:1 1024:4096:8 4096:8192:1 4096:4096:1 4096:2048:1; do
   for m in 1 8; do

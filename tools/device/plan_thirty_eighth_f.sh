@@ -27,6 +27,6 @@ b8 $f4 --batch 8
 b1b $f4 --batch 1
 ep256c4k --synthetic v4-flash-ep8 --batch 256 --gen-len 4 --fill-state --prompt-len 4096")"
 run_benches "$BIN/deepinfer" 150 | grep -E "rc=|^decode " | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

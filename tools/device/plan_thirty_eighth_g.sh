@@ -25,7 +25,7 @@ wpre-b8 $f4 --batch 8
 b1b $f4 --batch 1
 wpre-b1b $f4 --batch 1"
 run_benches "$BIN/deepinfer" 60 | grep -E "rc=|^decode " | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 unset BENCH_CONFIGS
 echo "== the matrix on HEAD ($((SECONDS - START)) s)"

@@ -29,7 +29,7 @@ s64-b8 $f4 --batch 8 --attn-split 64
 s128-b8 $f4 --batch 8 --attn-split 128
 s64-b1b $f4 --batch 1 --attn-split 64"
 run_benches "$BIN/deepinfer" 150 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 ncu_prefill_table $((380 - (SECONDS - START))) "--synthetic v4-flash:4 --batch 1 --prompt-len 8192"
 plan_finish
 echo "done ($((SECONDS - START)) s)"

@@ -31,6 +31,6 @@ k2-b8 $f4 --batch 8 --moe-split-k 2
 s256-b8 $f4 --batch 8 --attn-split 256
 k1-b1b $f4 --batch 1 --moe-split-k 1"
 run_benches "$BIN/deepinfer" 200 | grep -E "rc=[1-9]" | cut -c1-150
-for f in "$OUT"/bench-*.txt; do printf '%s: %s\n' "$(basename "$f" .txt)" "$(grep -oE 'device [0-9.]+ ms' "$f" | head -1)"; done
+bench_device_ms
 plan_finish
 echo "done ($((SECONDS - START)) s)"

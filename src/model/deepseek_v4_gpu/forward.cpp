@@ -171,8 +171,9 @@ Status Forward::decode_compressor_input(const float* x, int64_t Bd, const GpuCom
                                         const Packed* p, dc::CompressorStepArgs& q) {
   const int64_t cw = c.cw();
   if (c_.numerics.batch_invariant) {  // the prefill's two GEMM shapes: a token's inputs the same bits either way
-    q.kv = kvg, q.gate = kvg + std::max(Bd, kBf16MinRows) * cw, q.row_stride = 0;
-    return compressor_input(x, Bd, c, kvg, kvg + std::max(Bd, kBf16MinRows) * cw, lane, p);
+    float* const gate = kvg + std::max(Bd, kBf16MinRows) * cw;
+    q.kv = kvg, q.gate = gate, q.row_stride = 0;
+    return compressor_input(x, Bd, c, kvg, gate, lane, p);
   }
   q.kv = kvg, q.gate = kvg + cw, q.row_stride = 2 * cw;
   return linear(x, false, Bd, c.wkvg, 0, 2 * cw, kvg, lane, p);
