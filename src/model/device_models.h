@@ -72,7 +72,7 @@ struct StepTimes {
 Result<StepTimes> cuda_step_times(Model& m, bool reset);
 
 /// Knobs of a CUDA model that change its speed; only moe_wide_rows, moe_wgmma, moe_fp8, moe_split_k,
-/// fp8_wgmma_rows, fp8_wgmma_max_rows, attn_wgmma, attn_split and lt_timed change results,
+/// fp8_wgmma_rows, fp8_wgmma_max_rows, attn_wgmma, attn_split, bf16_gemv_max_n and lt_timed change results,
 /// and only in the last bits (another kernel's fp32 sum order, never in batch-invariant mode).
 struct CudaTuning {
   int moe_group_rows = 0;  // rows per routed-expert group of the narrow kernel: 16, 32 or 64; 0: 16
@@ -94,6 +94,9 @@ struct CudaTuning {
   int attn_split = 0;      // decode attention's base split in rows (a multiple of 64; 0: 64 for batches that would
                            // leave most SMs idle, else 256: dc::decode_base_split), fewer splits where the batch fills
                            // the GPU (dc::decode_split_rows); default mode only
+  int bf16_gemv_max_n = 0;  // bf16 linears of up to 8 rows (decode) and at most this many outputs on the GEMV kernel
+                            // (cuda::bf16_gemv: weights loaded before the PDL wait, no split-K reduction launch); 0:
+                            // 16384 (the compressors' and indexer's projections), any at batch 1 (the head too); -1: never
   bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it (up to 1,024 tokens the
                            // ffn norm also the routed experts' e4m3 rows), and past 256 rows the grouped wo_a's FP8
                            // input is written group-major, wo_b's from its groups (same bits)
@@ -119,6 +122,7 @@ struct CudaTuning {
       return bad("--fp8-wgmma-max-rows", "0 (the default, 64) or 64 to 256", fp8_wgmma_max_rows);
     if (!one_of(attn_heads_per_block, {0, 16, 64}))
       return bad("--attn-heads-per-block", "0 (by the launch size), 16 or 64", attn_heads_per_block);
+    if (bf16_gemv_max_n < -1) return bad("--bf16-gemv-max-n", kCount, bf16_gemv_max_n);
     if (attn_split < 0 || attn_split % 64 || attn_split > 65536)
       return bad("--attn-split", "0 (the default, by the batch) or a multiple of 64 up to 65536", attn_split);
     return Status::ok();

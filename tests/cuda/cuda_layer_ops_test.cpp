@@ -18,6 +18,7 @@
 
 #include "backend/cuda/layer_ops.h"
 #include "backend/cuda/model_ops.h"
+#include "backend/cuda/v4_ops.h"
 #include "cuda_test_util.h"
 #include "model/deepseek_v4/mhc.h"
 #include "model/deepseek_v4/moe.h"
@@ -471,6 +472,51 @@ TEST(CudaLayerOps, RouteMatchesCpu) {
   }
   EXPECT_GT(checked, 200);
   std::printf("routing: %d tokens compared, %d with near-ties skipped\n", checked, skipped);
+}
+
+// Hash-routed layers in one launch (hash_route_direct): the same experts and weight bits as the
+// router's logits (moe_route, logits only) followed by hash_route, at decode and prefill sizes, for
+// V4's shape and a narrow one; bad shapes refused.
+TEST(CudaLayerOps, HashRouteDirectBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(41);
+  const int64_t E = 256, V = 1000;
+  for (const auto& [d, K] : {std::pair<int64_t, int>{4096, 6}, {512, 16}}) {
+    std::vector<uint16_t> gb;
+    bf16_random_weight("gate", E, d, 0.02f, rng, gb);
+    std::vector<int32_t> tid2eid(V * K);
+    for (auto& e : tid2eid) e = static_cast<int32_t>(rng() % E);
+    Dev dg(gb.data(), gb.size() * 2), dt(tid2eid.data(), tid2eid.size() * 4);
+    for (int64_t T : {1, 8, 300}) {
+      const auto h = randn(T * d, rng);
+      std::vector<int32_t> ids(T);
+      for (auto& i : ids) i = static_cast<int32_t>(rng() % V);
+      Dev dh(h.data(), h.size() * 4), di(ids.data(), T * 4), dl(T * E * 4), dex(T * K * 4), dw(T * K * 4),
+          dex2(T * K * 4), dw2(T * K * 4);
+      ASSERT_TRUE(dc::moe_route(dh.as<float>(), T, d, dg.as<uint16_t>(), E, nullptr, K, 1.5f, dl.as<float>(), nullptr,
+                                nullptr))
+          << dc::last_error();
+      ASSERT_TRUE(dc::hash_route(dl.as<float>(), T, E, di.as<int32_t>(), dt.as<int32_t>(), K, 1.5f, dex.as<int32_t>(),
+                                 dw.as<float>(), nullptr))
+          << dc::last_error();
+      ASSERT_TRUE(dc::hash_route_direct(dh.as<float>(), T, d, dg.as<uint16_t>(), di.as<int32_t>(), dt.as<int32_t>(), K,
+                                        1.5f, dex2.as<int32_t>(), dw2.as<float>()))
+          << dc::last_error();
+      const auto ex = download<int32_t>(dex, T * K), ex2 = download<int32_t>(dex2, T * K);
+      const auto w = download<float>(dw, T * K), w2 = download<float>(dw2, T * K);
+      EXPECT_EQ(first_bit_mismatch(ex2, ex), -1) << "experts, d=" << d << " T=" << T;
+      EXPECT_EQ(first_bit_mismatch(w2, w), -1) << "weights, d=" << d << " T=" << T;
+      std::printf("hash_route_direct d=%lld k=%d T=%lld: experts %s, weights %s (first %g)\n", (long long)d, K,
+                  (long long)T, ex2 == ex ? "equal" : "DIFFER", first_bit_mismatch(w2, w) < 0 ? "bitwise" : "DIFFER",
+                  w2[0]);
+    }
+  }
+  Dev any(16);
+  EXPECT_FALSE(dc::hash_route_direct(any.as<float>(), 1, 4352, any.as<uint16_t>(), any.as<int32_t>(),
+                                     any.as<int32_t>(), 6, 1.f, any.as<int32_t>(), any.as<float>()));
+  EXPECT_NE(dc::last_error().find("d <= 4096"), std::string::npos) << dc::last_error();
+  EXPECT_FALSE(dc::hash_route_direct(any.as<float>(), 1, 4096, any.as<uint16_t>(), any.as<int32_t>(),
+                                     any.as<int32_t>(), 0, 1.f, any.as<int32_t>(), any.as<float>()));
 }
 
 // moe_route_gemm's workspace (host arithmetic, runs without a device): GEMMs of at most 2048

@@ -1,4 +1,5 @@
 // Parity of the model-level CUDA ops (model_ops.h).
+//   bf16_gemv vs a float64 dot of the same bf16 inputs: rel L2 1e-5, each row's bits as at M = 1;
 //   bf16_linear_lt vs a float64 dot of the same bf16 inputs: rel L2 1e-3 (fp32 out), 1e-2 (bf16
 //     out), plus max abs error printed;
 //   embed_rows: exact rows, zeros and the bad flag for ids outside [0, V);
@@ -53,6 +54,19 @@ ErrStats compare(const std::vector<float>& y, const std::vector<double>& ref) {
 
 // ---------------- bf16 GEMM ----------------
 
+// ref[m, n] = sum_k x[m, k] w[n, k] in float64 over the bf16 values.
+std::vector<double> double_dot(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w, int64_t M, int64_t N,
+                               int64_t K) {
+  std::vector<double> ref(M * N);
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0;
+      for (int64_t k = 0; k < K; ++k) acc += double(bf16_to_f32(x[m * K + k])) * bf16_to_f32(w[n * K + k]);
+      ref[m * N + n] = acc;
+    }
+  return ref;
+}
+
 TEST(CudaModelOps, Bf16LinearMatchesDoubleDot) {
   SKIP_WITHOUT_DEVICE();
   std::mt19937 rng(31);
@@ -63,13 +77,7 @@ TEST(CudaModelOps, Bf16LinearMatchesDoubleDot) {
   Dev ws(dc::fp8_linear_lt_workspace_bytes());
   for (const auto& s : shapes) {
     const auto x = rand_bf16(s.M * s.K, rng, 1.f), w = rand_bf16(s.N * s.K, rng, 0.05f);
-    std::vector<double> ref(s.M * s.N);
-    for (int64_t m = 0; m < s.M; ++m)
-      for (int64_t n = 0; n < s.N; ++n) {
-        double acc = 0;
-        for (int64_t k = 0; k < s.K; ++k) acc += double(bf16_to_f32(x[m * s.K + k])) * bf16_to_f32(w[n * s.K + k]);
-        ref[m * s.N + n] = acc;
-      }
+    const std::vector<double> ref = double_dot(x, w, s.M, s.N, s.K);
     Dev dx(x.data(), x.size() * 2), dw(w.data(), w.size() * 2);
     for (bool out_bf16 : {false, true}) {
       Dev dy(s.M * s.N * 4);
@@ -92,6 +100,50 @@ TEST(CudaModelOps, Bf16LinearMatchesDoubleDot) {
       EXPECT_LT(e.rel_l2, out_bf16 ? 1e-2 : 1e-3) << "M=" << s.M << " N=" << s.N << " K=" << s.K;
     }
   }
+}
+
+// bf16_gemv (decode's few-row bf16 linears): against the float64 dot of the same bf16 inputs at
+// every M it takes and the compressor / indexer shapes (K = 4096), a K of one step (256), N not a
+// multiple of the block's 8 columns; each row's bits the same at M = 1 as inside M = 8; bad
+// shapes rejected.
+TEST(CudaModelOps, Bf16GemvMatchesDoubleDotAndEachRowAlone) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(32);
+  struct Shape {
+    int64_t M, N, K;
+  };
+  const Shape shapes[] = {{1, 2048, 4096}, {8, 1024, 4096}, {3, 64, 4096}, {5, 1003, 256}, {2, 512, 1280}};
+  for (const auto& s : shapes) {
+    const auto x = rand_bf16(s.M * s.K, rng, 1.f), w = rand_bf16(s.N * s.K, rng, 0.05f);
+    const std::vector<double> ref = double_dot(x, w, s.M, s.N, s.K);
+    Dev dx(x.data(), x.size() * 2), dw(w.data(), w.size() * 2), dy((s.M * s.N + 8) * 4);
+    std::vector<uint8_t> poison((s.M * s.N + 8) * 4, 0xff);
+    ASSERT_TRUE(dc::copy_to_device(dy.p, poison.data(), poison.size()));
+    ASSERT_TRUE(dc::bf16_gemv(dx.as<uint16_t>(), s.M, dw.as<uint16_t>(), s.N, s.K, dy.as<float>())) << dc::last_error();
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto all = download<float>(dy, s.M * s.N + 8);
+    const std::vector<float> y(all.begin(), all.begin() + s.M * s.N);
+    const ErrStats e = compare(y, ref);
+    std::printf("bf16_gemv M=%lld N=%-5lld K=%-5lld: rel_l2 %.2e, max abs %.2e\n", (long long)s.M, (long long)s.N,
+                (long long)s.K, e.rel_l2, e.max_abs);
+    EXPECT_LT(e.rel_l2, 1e-5) << "M=" << s.M << " N=" << s.N << " K=" << s.K;
+    for (int i = 0; i < 8; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &all[s.M * s.N + i], 4);
+      EXPECT_EQ(bits, 0xffffffffu) << "bf16_gemv wrote past y, M=" << s.M << " N=" << s.N;
+    }
+    // The last row alone: its bits as inside the batch.
+    Dev d1(s.N * 4);
+    ASSERT_TRUE(dc::bf16_gemv(dx.as<uint16_t>() + (s.M - 1) * s.K, 1, dw.as<uint16_t>(), s.N, s.K, d1.as<float>()));
+    ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+    const auto one = download<float>(d1, s.N);
+    EXPECT_EQ(std::memcmp(one.data(), y.data() + (s.M - 1) * s.N, s.N * 4), 0) << "M=" << s.M << " N=" << s.N;
+  }
+  Dev d(4096 * 4);
+  EXPECT_FALSE(dc::bf16_gemv(d.as<uint16_t>(), 9, d.as<uint16_t>(), 8, 256, d.as<float>()));
+  EXPECT_FALSE(dc::bf16_gemv(d.as<uint16_t>(), 1, d.as<uint16_t>(), 8, 300, d.as<float>()));
+  EXPECT_FALSE(dc::bf16_gemv(d.as<uint16_t>(), 1, d.as<uint16_t>(), 8, 4352, d.as<float>()));
+  EXPECT_NE(dc::last_error().find("K a multiple of 256 up to 4096"), std::string::npos) << dc::last_error();
 }
 
 // ---------------- embedding ----------------

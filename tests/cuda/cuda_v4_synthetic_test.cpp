@@ -582,6 +582,9 @@ TEST_F(V4Synthetic, TuningChangesNoBits) {
   bad = {};
   bad.moe_fp8_max_rows = 96;
   EXPECT_FALSE(model->set_tuning(bad).is_ok());
+  bad = {};
+  bad.bf16_gemv_max_n = -2;
+  EXPECT_FALSE(model->set_tuning(bad).is_ok());
 }
 
 // The mHC post making the next sub-layer's hc_pre partials in its own launch (up to 16 tokens:

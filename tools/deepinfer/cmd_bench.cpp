@@ -448,6 +448,7 @@ int run_bench(const BenchArgs& a) {
                      {"attn_heads_per_block", a.tuning.attn_heads_per_block},
                      {"attn_wgmma", a.tuning.attn_wgmma},
                      {"attn_split", a.tuning.attn_split},
+                     {"bf16_gemv_max_n", a.tuning.bf16_gemv_max_n},
                      {"act_pack", a.tuning.act_pack},
                      {"hc_post_partial", a.tuning.hc_post_partial},
                      {"lt_timed", a.tuning.lt_timed},
@@ -540,6 +541,10 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
   b->add_option("--attn-split", a->tuning.attn_split,
                 "--device cuda: decode attention's base split in rows, a multiple of 64 (0: the default, 64 for batches "
                 "that leave most SMs idle, else 256); fewer, longer splits where the batch fills the GPU");
+  b->add_option("--bf16-gemv-max-n", a->tuning.bf16_gemv_max_n,
+                "--device cuda: bf16 linears of up to 8 rows with at most this many outputs on the GEMV kernel (0: the "
+                "default: 16384, the compressors' and indexer's projections, and any width at one row, the head too; -1: "
+                "never, cuBLASLt)");
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "
               "kernel where it would run 64-head blocks)");

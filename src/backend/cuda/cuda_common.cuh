@@ -57,13 +57,16 @@ __device__ __forceinline__ void pdl_trigger() {
 /// 33.7) while it took v4-flash-4 at batch 1 from 1.26 to 1.16 ms. At batch 256 most kernels are
 /// one block per token: their dependents, launched early, sit on the SMs beside them. The fp8
 /// GEMV (decode up to 64 rows) triggers itself once its first weights are loaded, at any grid size.
-__device__ __forceinline__ void pdl_entry() {
+__device__ __forceinline__ void pdl_trigger_one_wave() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  pdl_wait();
   uint32_t sms;
   asm("mov.u32 %0, %%nsmid;" : "=r"(sms));
   if (gridDim.x * gridDim.y * gridDim.z <= sms) pdl_trigger();
 #endif
+}
+__device__ __forceinline__ void pdl_entry() {
+  pdl_wait();
+  pdl_trigger_one_wave();
 }
 
 /// The launch attribute of launch_pdl (for launches that build their own cudaLaunchConfig_t).

@@ -79,6 +79,13 @@ bool hc_post(float* X, int64_t T, int64_t d, const float* post, const float* com
 /// layers take their experts from the token ids, hash_route, and their weights from the logits).
 bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
                float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream = nullptr);
+/// Hash-routed layers in one launch: experts[t, j] = tid2eid[ids[t] * k + j] and their weights
+/// (hash_route, v4_ops.h) from only those k logits, each the bits moe_route's kernel gives it
+/// (router_logits_kernel's order; not moe_route_gemm's). Requires d % 256 == 0, d <= 4096,
+/// 1 <= k <= 16; ids must lie in tid2eid's rows.
+bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gate, const int32_t* ids,
+                       const int32_t* tid2eid, int k, float scaling, int32_t* experts, float* weights,
+                       void* stream = nullptr);
 /// moe_route's second half alone: experts and weights from logits [T, E] computed elsewhere
 /// (moe_route_gemm, model_ops.h). Requires E <= 1024, k <= 16.
 bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const float* bias, int k, float scaling,

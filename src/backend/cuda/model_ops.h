@@ -19,6 +19,15 @@ namespace deepinfer::cuda {
 bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, void* y, bool y_bf16,
                     void* workspace, void* stream = nullptr);
 
+/// y[M, N] = x[M, K] . W[N, K]^T for a few rows (M <= bf16_gemv_max_rows()), x and W bf16, y fp32:
+/// a warp per output column n streams W's row n, its lanes holding the whole row (K <= 4096) in
+/// registers, loaded before the PDL wait (no kernel writes weights), so the weight stream overlaps
+/// the kernels before it; then each lane's fmaf over its columns (l * 8 .. l * 8 + 7 of each 256)
+/// in order, and the warp's xor tree. A row's sum never depends on M (each row on its own), but
+/// it is not bf16_linear_lt's order. K % 256 == 0 and K <= 4096.
+bool bf16_gemv(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, float* y, void* stream = nullptr);
+constexpr int64_t bf16_gemv_max_rows() { return 8; }
+
 /// moe_route (layer_ops.h) with its logits as one bf16 GEMM on the tensor cores (prefill): each
 /// fp32 row of h is split exactly into three bf16 parts, h = hi + mid + lo (each the rounding of
 /// what the ones before left), and logits = [hi | mid | lo] . [gate | gate | gate]^T with K = 3d

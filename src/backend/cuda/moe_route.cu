@@ -250,7 +250,70 @@ bool launch_staged(const float* h, int T, int d, const uint16_t* gate, int E, fl
   return check_launch("router_logits_staged_kernel");
 }
 
+// Hash-routed layers: the k experts come from the token id, so only their k logits are needed (not
+// all E): warp j makes expert tid2eid[id, j]'s logit in router_logits_kernel's per-lane order (the
+// same bits), then warp 0 the weights as hash_route does. The gate rows are loaded before the PDL
+// wait (the ids were uploaded before the step; gate and tid2eid are weights).
+constexpr int kHashMaxD = 4096;
+__global__ void __launch_bounds__(32 * 16) hash_route_direct_kernel(const float* __restrict__ h, int d,
+                                                                    const uint16_t* __restrict__ gate,
+                                                                    const int32_t* __restrict__ ids,
+                                                                    const int32_t* __restrict__ tid2eid, int k,
+                                                                    float scale, int32_t* __restrict__ experts,
+                                                                    float* __restrict__ weights) {
+  __shared__ float sc[16];
+  const int t = blockIdx.x, j = threadIdx.x >> 5, lane = threadIdx.x & 31, steps = d / 256;
+  const int32_t e = tid2eid[int64_t(ids[t]) * k + j];
+  const uint16_t* gr = gate + int64_t(e) * d + lane * 8;
+  uint2 g[kHashMaxD / 256][2];
+#pragma unroll
+  for (int i = 0; i < kHashMaxD / 256; ++i)
+    if (i < steps)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) g[i][half] = __ldg(reinterpret_cast<const uint2*>(gr + i * 256 + 4 * half));
+  detail::pdl_wait();  // h comes from the kernels before
+  detail::pdl_trigger_one_wave();
+  const float* hr = h + int64_t(t) * d + lane * 8;
+  float acc = 0.f;
+#pragma unroll
+  for (int i = 0; i < kHashMaxD / 256; ++i) {
+    if (i >= steps) break;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const uint2 v = g[i][half];
+      const float4 w = make_float4(__uint_as_float(v.x << 16), __uint_as_float(v.x & 0xffff0000u),
+                                   __uint_as_float(v.y << 16), __uint_as_float(v.y & 0xffff0000u));
+      acc = fma4(*reinterpret_cast<const float4*>(hr + i * 256 + 4 * half), w, acc);
+    }
+  }
+  const float l = warp_sum(acc);
+  if (lane == 0) {
+    const float sp = l > 20.f ? l : log1pf(expf(l));
+    sc[j] = sqrtf(sp);
+    experts[int64_t(t) * k + j] = e;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.f;
+    for (int i = 0; i < k; ++i) sum += sc[i];
+    for (int i = 0; i < k; ++i) weights[int64_t(t) * k + i] = sc[i] / sum * scale;
+  }
+}
+
 }  // namespace
+
+bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gate, const int32_t* ids,
+                       const int32_t* tid2eid, int k, float scaling, int32_t* experts, float* weights, void* stream) {
+  if (d % 256 || d > kHashMaxD || k < 1 || k > 16)
+    return fail("hash_route_direct: need d % 256 == 0, d <= 4096, 1 <= k <= 16 (d " + std::to_string(d) + ", k " +
+                std::to_string(k) + ")");
+  if (T <= 0) return true;
+  if (T > 0x7fffffff) return fail("hash_route_direct: T too large");
+  if (!h || !gate || !ids || !tid2eid || !experts || !weights) return fail("hash_route_direct: null argument");
+  detail::launch_pdl(hash_route_direct_kernel, static_cast<unsigned>(T), 32 * k, 0, as_stream(stream), h,
+                     static_cast<int>(d), gate, ids, tid2eid, k, scaling, experts, weights);
+  return check_launch("hash_route_direct_kernel");
+}
 
 bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64_t E, const float* bias, int k,
                float scaling, float* logits_ws, int32_t* experts, float* weights, void* stream) {

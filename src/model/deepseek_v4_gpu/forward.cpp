@@ -520,7 +520,12 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
     int32_t* const chosen = L.hash ? nullptr : experts;
     float* const chosen_wts = L.hash ? nullptr : wts;
     const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
-    if (!c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows) {
+    const bool route_gemm = !c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows;
+    const bool hash_direct = L.hash && !route_gemm && d <= 4096;  // only the k picked logits, moe_route's bits
+    if (hash_direct) {
+      DI_CUDA_TRY(dc::hash_route_direct(h, n, d, L.gate.as<uint16_t>(), a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling,
+                                        experts, wts, stream_));
+    } else if (route_gemm) {
       DI_ASSIGN_OR_RETURN(void* rws, scratch_.get(kRouteWs, dc::moe_route_gemm_workspace_bytes(n, d, E)));
       DI_CUDA_TRY(dc::moe_route_gemm(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen,
                                      chosen_wts, rws, stream_));
@@ -528,7 +533,7 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
       DI_CUDA_TRY(
           dc::moe_route(h, n, d, L.gate.as<uint16_t>(), E, L.bias.as<float>(), k, scaling, lws, chosen, chosen_wts, stream_));
     }
-    if (L.hash)
+    if (L.hash && !hash_direct)
       DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
     const bool sorted = R > dc::moe_build_groups_max_slots();
     if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));

@@ -1,6 +1,7 @@
 // Forward's linear layers: FP8 block-scaled (the mma.sync GEMV, the wgmma decode linear, cuBLASLt
 // or the tiled kernel, by rows and mode) and bf16 (cuBLASLt), on the main stream or a side lane.
 #include <algorithm>
+#include <limits>
 #include <tuple>
 
 #include "backend/cuda/model_ops.h"
@@ -194,6 +195,27 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
   const int64_t K = W.k;
   const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
   const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
+  // A few rows (decode), default mode: the GEMV kernel (its own sum order; batch-invariant mode keeps
+  // the one GEMM shape that prefill uses too). At one row any width (the head: its first wave's
+  // weights stream during the last layer's tail; at 8 rows it was slower than cuBLASLt's).
+  const int64_t gemv_n = tuning_.bf16_gemv_max_n != 0 ? tuning_.bf16_gemv_max_n
+                         : M <= kBf16GemvAnyNRows    ? std::numeric_limits<int64_t>::max()
+                                                     : kBf16GemvMaxN;
+  if (!c_.numerics.batch_invariant && M <= dc::bf16_gemv_max_rows() && rows <= gemv_n && K % 256 == 0 &&
+      K <= 4096) {
+    const uint16_t* xb = static_cast<const uint16_t*>(x);
+    if (!x_bf16) {
+      if (p && p->x16 && p->x16_rows >= M) {
+        xb = p->x16;
+      } else {
+        DI_ASSIGN_OR_RETURN(uint16_t* xc, buf<uint16_t>(ls(kX16, lane), M * K));
+        DI_CUDA_TRY(dc::cast_f32_to_bf16(static_cast<const float*>(x), M, K, xc, K, s));
+        xb = xc;
+      }
+    }
+    DI_CUDA_TRY(dc::bf16_gemv(xb, M, wp, rows, K, y, s));
+    return Status::ok();
+  }
   DI_ASSIGN_OR_RETURN(void* ws, scratch_.get(ls(kLtWs, lane), dc::fp8_linear_lt_workspace_bytes()));
   for (int64_t m0 = 0; m0 < M; m0 += call) {
     const int64_t m = std::min(call, M - m0);
