@@ -96,7 +96,7 @@ struct CudaTuning {
                            // the GPU (dc::decode_split_rows); default mode only
   int bf16_gemv_max_n = 0;  // bf16 linears of up to 8 rows (decode) and at most this many outputs on the GEMV kernel
                             // (cuda::bf16_gemv: weights loaded before the PDL wait, no split-K reduction launch); 0:
-                            // 16384 (the compressors' and indexer's projections), any at batch 1 (the head too); -1: never
+                            // 16384 (the compressors' and indexer's projections), any at 1-2 rows (the head too); -1: never
   bool act_pack = true;    // a norm writes its FP8 / bf16 forms for the linears that read it (up to 1,024 tokens the
                            // ffn norm also the routed experts' e4m3 rows), and past 256 rows the grouped wo_a's FP8
                            // input is written group-major, wo_b's from its groups (same bits)

@@ -543,7 +543,7 @@ void register_bench_commands(CLI::App& app, Registry& reg) {
                 "that leave most SMs idle, else 256); fewer, longer splits where the batch fills the GPU");
   b->add_option("--bf16-gemv-max-n", a->tuning.bf16_gemv_max_n,
                 "--device cuda: bf16 linears of up to 8 rows with at most this many outputs on the GEMV kernel (0: the "
-                "default: 16384, the compressors' and indexer's projections, and any width at one row, the head too; -1: "
+                "default: 16384, the compressors' and indexer's projections, and any width at 1-2 rows, the head too; -1: "
                 "never, cuBLASLt)");
   b->add_flag("!--no-attn-wgmma", a->tuning.attn_wgmma,
               "--device cuda: attention on the mma.sync kernel at every launch size (default: the warpgroup-MMA "

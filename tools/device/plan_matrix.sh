@@ -13,7 +13,8 @@
 # Build (here): T=build; tools/device/pack_bins.sh build/tools/deepinfer/deepinfer
 #   run(carry=[".device-bin.tar.xz"], timeout_s=590,
 #       command="tar xJf .device-bin.tar.xz && GIT_REV=<rev> MACHINE='<card>' tools/device/plan_matrix.sh")
-# Boxes: BENCH_S seconds (default 330) for deepinfer, PEER_S (default 200) for transformers; what
+# BENCH_CONFIGS, when set and not empty, replaces the matrix's rows (a calling plan that exported its own
+# must empty it). Boxes: BENCH_S seconds (default 330) for deepinfer, PEER_S (default 200) for transformers; what
 # did not fit is named "skipped" (deepinfer) or has "error": "time budget" (peer). PEER_S=0: no peer.
 # Memory: a CSA layer's compressed entries at 32k are 8,193 rows of KV and indexer keys, ~10.5 MB
 # a sequence (GpuCompressorState::grown_capacity; twice that with the doubling before it), ~220 MB
