@@ -1,5 +1,6 @@
 // bf16_gemv (model_ops.h): decode's few-row bf16 linears (the compressors' wkv + wgate, the
-// indexer's head weights) without cuBLASLt's split-K GEMM and its separate reduction launch.
+// indexer's head weights; the head at 1-2 rows) without cuBLASLt's split-K GEMM and its separate
+// reduction launch, the weights' first wave loaded before the PDL wait.
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/model_ops.h"
 
