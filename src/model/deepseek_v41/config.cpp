@@ -27,6 +27,10 @@ Result<V41Config> V41Config::from_json(const nlohmann::json& top, const std::str
   DI_ASSIGN_OR_RETURN(c.vocab_size, r.integer("vocab_size"));
   DI_ASSIGN_OR_RETURN(c.hidden, r.integer("hidden_size"));
   DI_ASSIGN_OR_RETURN(c.num_layers, r.integer("num_hidden_layers"));
+  // Checked here, not only in validate(): compress_ratios is cut to this many entries below (a
+  // negative count made that resize throw: loader_fuzz).
+  if (c.num_layers <= 0 || c.num_layers > 4096)
+    return r.error("num_hidden_layers must be in [1, 4096], got " + std::to_string(c.num_layers));
   DI_ASSIGN_OR_RETURN(c.num_heads, r.integer("num_attention_heads"));
   DI_ASSIGN_OR_RETURN(int64_t kv_heads, r.integer("num_key_value_heads", 1));
   if (kv_heads != 1) return r.error("num_key_value_heads must be 1 (one shared K=V head)");

@@ -205,6 +205,15 @@ TEST_F(DSparkWeights, ConfigFieldsParsed) {
   auto c3 = v41::V41Config::from_json(bad, "config.json");
   ASSERT_FALSE(c3.is_ok());
   EXPECT_HAS(c3.status().to_string(), "dspark_num_experts_per_tok");
+  // A layer count out of range is an error naming it, before it sizes anything (loader_fuzz found a
+  // negative one throwing from the ratios' resize).
+  for (const int64_t layers : {int64_t{-10}, int64_t{0}, int64_t{1} << 40}) {
+    bad = base_.config;
+    bad["text_config"]["num_hidden_layers"] = layers;
+    auto c4 = v41::V41Config::from_json(bad, "config.json");
+    ASSERT_FALSE(c4.is_ok()) << layers;
+    EXPECT_HAS(c4.status().to_string(), "num_hidden_layers");
+  }
 }
 
 TEST_F(DSparkWeights, StagesBoundWithConfigShapes) {
