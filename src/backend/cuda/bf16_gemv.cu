@@ -13,7 +13,7 @@ using detail::fail;
 namespace {
 
 constexpr int kWarps = 8;       // output columns per block
-constexpr int kMaxSteps = 16;   // 256-wide K steps a lane holds: K <= 4096
+constexpr int kMaxSteps = 16;   // 256-wide K steps a lane holds: K <= 4096 (bf16_gemv_fits)
 
 __device__ __forceinline__ float bf16_lo(uint32_t v) { return __uint_as_float(v << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t v) { return __uint_as_float(v & 0xFFFF0000u); }
@@ -75,7 +75,8 @@ bool launch(const uint16_t* x, const uint16_t* w, int N, int K, float* y, cudaSt
 }  // namespace
 
 bool bf16_gemv(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, float* y, void* stream) {
-  if (M < 0 || M > bf16_gemv_max_rows() || N <= 0 || N > (int64_t(1) << 30) || K <= 0 || K % 256 || K > kMaxSteps * 256)
+  static_assert(bf16_gemv_fits(0, kMaxSteps * 256) && !bf16_gemv_fits(0, (kMaxSteps + 1) * 256));
+  if (!bf16_gemv_fits(M, K) || N <= 0 || N > (int64_t(1) << 30))
     return fail("bf16_gemv: need 0 <= M <= 8, N > 0, K a multiple of 256 up to 4096 (M " + std::to_string(M) + ", N " +
                 std::to_string(N) + ", K " + std::to_string(K) + ")");
   if (M == 0) return true;

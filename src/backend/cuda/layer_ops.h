@@ -86,6 +86,8 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gate, const int32_t* ids,
                        const int32_t* tid2eid, int k, float scaling, int32_t* experts, float* weights,
                        void* stream = nullptr);
+/// Whether hash_route_direct takes width d and k experts a token (its gate rows in registers).
+constexpr bool hash_route_direct_fits(int64_t d, int k) { return d > 0 && d % 256 == 0 && d <= 4096 && k >= 1 && k <= 16; }
 /// moe_route's second half alone: experts and weights from logits [T, E] computed elsewhere
 /// (moe_route_gemm, model_ops.h). Requires E <= 1024, k <= 16.
 bool moe_route_from_logits(const float* logits, int64_t T, int64_t E, const float* bias, int k, float scaling,

@@ -27,6 +27,11 @@ bool bf16_linear_lt(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, 
 /// it is not bf16_linear_lt's order. K % 256 == 0 and K <= 4096.
 bool bf16_gemv(const uint16_t* x, int64_t M, const uint16_t* w, int64_t N, int64_t K, float* y, void* stream = nullptr);
 constexpr int64_t bf16_gemv_max_rows() { return 8; }
+/// Whether bf16_gemv takes M rows of K inputs (0 <= M <= bf16_gemv_max_rows(), K a multiple of 256
+/// up to 4096: a lane holds its 16-byte slice of each 256-wide step of a weight row).
+constexpr bool bf16_gemv_fits(int64_t M, int64_t K) {
+  return M >= 0 && M <= bf16_gemv_max_rows() && K > 0 && K % 256 == 0 && K <= 4096;
+}
 
 /// moe_route (layer_ops.h) with its logits as one bf16 GEMM on the tensor cores (prefill): each
 /// fp32 row of h is split exactly into three bf16 parts, h = hi + mid + lo (each the rounding of

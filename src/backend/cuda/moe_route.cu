@@ -254,7 +254,8 @@ bool launch_staged(const float* h, int T, int d, const uint16_t* gate, int E, fl
 // all E): warp j makes expert tid2eid[id, j]'s logit in router_logits_kernel's per-lane order (the
 // same bits), then warp 0 the weights as hash_route does. The gate rows are loaded before the PDL
 // wait (the ids were uploaded before the step; gate and tid2eid are weights).
-constexpr int kHashMaxD = 4096;
+constexpr int kHashMaxD = 4096;  // hash_route_direct_fits
+static_assert(hash_route_direct_fits(kHashMaxD, 16) && !hash_route_direct_fits(kHashMaxD + 256, 16));
 __global__ void __launch_bounds__(32 * 16) hash_route_direct_kernel(const float* __restrict__ h, int d,
                                                                     const uint16_t* __restrict__ gate,
                                                                     const int32_t* __restrict__ ids,
@@ -304,7 +305,7 @@ __global__ void __launch_bounds__(32 * 16) hash_route_direct_kernel(const float*
 
 bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gate, const int32_t* ids,
                        const int32_t* tid2eid, int k, float scaling, int32_t* experts, float* weights, void* stream) {
-  if (d % 256 || d > kHashMaxD || k < 1 || k > 16)
+  if (!hash_route_direct_fits(d, k))
     return fail("hash_route_direct: need d % 256 == 0, d <= 4096, 1 <= k <= 16 (d " + std::to_string(d) + ", k " +
                 std::to_string(k) + ")");
   if (T <= 0) return true;

@@ -521,7 +521,8 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
     float* const chosen_wts = L.hash ? nullptr : wts;
     const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
     const bool route_gemm = !c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows;
-    const bool hash_direct = L.hash && !route_gemm && d <= 4096;  // only the k picked logits, moe_route's bits
+    // only the k picked logits, moe_route's bits
+    const bool hash_direct = L.hash && !route_gemm && dc::hash_route_direct_fits(d, k);
     if (hash_direct) {
       DI_CUDA_TRY(dc::hash_route_direct(h, n, d, L.gate.as<uint16_t>(), a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling,
                                         experts, wts, stream_));

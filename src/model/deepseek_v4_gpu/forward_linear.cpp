@@ -202,8 +202,7 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
   const int64_t gemv_n = tuning_.bf16_gemv_max_n != 0 ? tuning_.bf16_gemv_max_n
                          : M <= kBf16GemvAnyNRows    ? std::numeric_limits<int64_t>::max()
                                                      : kBf16GemvMaxN;
-  if (!c_.numerics.batch_invariant && M <= dc::bf16_gemv_max_rows() && rows <= gemv_n && K % 256 == 0 &&
-      K <= 4096) {
+  if (!c_.numerics.batch_invariant && dc::bf16_gemv_fits(M, K) && rows <= gemv_n) {
     const uint16_t* xb = static_cast<const uint16_t*>(x);
     if (!x_bf16) {
       if (p && p->x16 && p->x16_rows >= M) {
