@@ -526,6 +526,37 @@ TEST(CudaAttention, HeadsPerBlockBitwise) {
   }
 }
 
+// With out_q8 / out_qs, the output also comes quantised (by the merge where one runs, else by
+// the quantisation's launch): bitwise quantize_act_fp8 over the same output, which is unchanged;
+// over one split and several, both kernels.
+TEST(CudaAttention, QuantisedOutputBitwise) {
+  SKIP_WITHOUT_DEVICE();
+  std::mt19937 rng(31);
+  const auto freq = inv_freq_table();
+  const AttnBatch a = make_batch({{5, 0}, {128, 512}, {128, 300}, {77, 1000}, {128, 0}}, 1500, rng, 2.f);
+  AttnDev d(a, freq);
+  const size_t n = size_t(a.B) * kH * kD;
+  Dev q8(n), qs(n / 128 * 4), rq8(n), rqs(n / 128 * 4);
+  for (int split : {64, 256, 2048})  // 2048: one split for every sequence (no merge launched)
+    for (const bool wg : {false, true}) {
+      dc::DecodeAttnArgs args = attn_args(a, d, split, nullptr, nullptr, wg);
+      const auto plain = run_args(a, d, args);
+      args.out_q8 = q8.as<uint8_t>(), args.out_qs = qs.as<float>();
+      const auto out = run_args(a, d, args);
+      EXPECT_EQ(first_bit_mismatch(plain, out), -1) << "split " << split << " wgmma " << wg;
+      ASSERT_TRUE(dc::quantize_act_fp8(d.out.p, true, a.B, int64_t(kH) * kD, rq8.as<uint8_t>(), rqs.as<float>()));
+      ASSERT_TRUE(dc::synchronize()) << dc::last_error();
+      EXPECT_EQ(first_bit_mismatch(download<uint8_t>(q8, n), download<uint8_t>(rq8, n)), -1)
+          << "split " << split << " wgmma " << wg;
+      EXPECT_EQ(first_bit_mismatch(download<float>(qs, n / 128), download<float>(rqs, n / 128)), -1)
+          << "split " << split << " wgmma " << wg;
+      std::printf("attn quantised output split=%-4d wgmma=%d: bitwise quantize_act_fp8\n", split, int(wg));
+    }
+  dc::DecodeAttnArgs half = attn_args(a, d, 256);
+  half.out_q8 = q8.as<uint8_t>();  // scales missing
+  EXPECT_FALSE(dc::decode_attention(half, nullptr));
+}
+
 // Device-side data of a prefill batch: q [B, 64, 512] and chunk rows random on the device, query b's
 // window = rows b .. b + nw - 1, `ni` compressed rows from `E` entries each.
 struct PrefillDev {

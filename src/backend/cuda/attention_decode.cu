@@ -37,6 +37,7 @@
 #include <cmath>
 
 #include "backend/cuda/attention_common.cuh"
+#include "backend/cuda/fp8_quant.cuh"
 
 namespace deepinfer::cuda {
 
@@ -283,16 +284,26 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block,
-// kCombineThreads threads.
 constexpr int kCombineHeads = 4, kCombineThreads = 256, kCombineFast = 4;
-__global__ void attn_combine_kernel(DecodeAttnArgs a, const bf16* __restrict__ ws_o, const float* __restrict__ ws_ml,
-                                    int max_splits) {
-  detail::pdl_entry();
-  const int b = blockIdx.x;
-  const int total = min(a.n_window[b], kRing) + a.n_index[b];
-  const int n = num_splits(total, a.split_rows);
-  if (n <= 1) return;
+// out's row b, the block's 4 heads, quantised as quantize_act_fp8 does (a warp per 128 columns).
+__device__ __forceinline__ void quant_block_heads(const DecodeAttnArgs& a, int b) {
+  constexpr int kCols = kH * kD, kUnits = kCombineHeads * kD / 128;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const size_t row = size_t(b) * kCols;
+  for (int u = warp; u < kUnits; u += kCombineThreads / 32) {
+    const int c = blockIdx.y * kCombineHeads * kD + u * 128 + lane * 4;
+    const uint2 raw = *reinterpret_cast<const uint2*>(a.out + row + c);
+    const float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
+                        __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+    uint32_t packed;
+    const float s = detail::quant4_e4m3_pow2(v, packed);
+    *reinterpret_cast<uint32_t*>(a.out_q8 + row + c) = packed;
+    if (lane == 0) a.out_qs[size_t(b) * (kCols / 128) + c / 128] = s;
+  }
+}
+// Row b's n > 1 splits merged, the block's 4 heads.
+__device__ __forceinline__ void merge_splits(const DecodeAttnArgs& a, const bf16* __restrict__ ws_o,
+                                             const float* __restrict__ ws_ml, int max_splits, int b, int n) {
   __shared__ float sFreq[kRope / 2];
   if (threadIdx.x < kRope / 2) sFreq[threadIdx.x] = a.inv_freq[threadIdx.x];
   __syncthreads();
@@ -348,6 +359,22 @@ __global__ void attn_combine_kernel(DecodeAttnArgs a, const bf16* __restrict__ w
   }
 }
 
+// Merges the splits of each multi-split sequence: grid (batch, 16), 4 heads per block,
+// kCombineThreads threads. With a.out_q8, then quantises the block's 4 heads of the row (merged
+// here, or a single split's, written by the split kernel): quantize_act_fp8's bits.
+__global__ void attn_combine_kernel(DecodeAttnArgs a, const bf16* __restrict__ ws_o, const float* __restrict__ ws_ml,
+                                    int max_splits) {
+  detail::pdl_entry();
+  const int b = blockIdx.x;
+  const int total = min(a.n_window[b], kRing) + a.n_index[b];
+  const int n = num_splits(total, a.split_rows);
+  if (n > 1) merge_splits(a, ws_o, ws_ml, max_splits, b, n);
+  if (a.out_q8) {
+    __syncthreads();  // the block's rows of out (written above, or before the PDL wait) seen by every thread
+    quant_block_heads(a, b);
+  }
+}
+
 int host_max_splits(const DecodeAttnArgs& a) {
   return a.max_rows <= 0 ? 1 : (a.max_rows + a.split_rows - 1) / a.split_rows;
 }
@@ -377,6 +404,13 @@ bool combine(const DecodeAttnArgs& args, const bf16* ws_o, const float* ws_ml, i
   detail::launch_pdl(attn_combine_kernel, dim3(args.batch, kH / kCombineHeads), kCombineThreads, 0, s, args, ws_o, ws_ml,
                      max_splits);
   return check_launch("decode_attention combine");
+}
+
+// After the split launches: the merge where a sequence may have several splits (it also quantises
+// out when asked), else out's quantisation alone where asked.
+bool finish(const DecodeAttnArgs& a, const bf16* ws_o, const float* ws_ml, int max_splits, cudaStream_t s) {
+  if (max_splits > 1) return combine(a, ws_o, ws_ml, max_splits, s);
+  return !a.out_q8 || quantize_act_fp8(a.out, true, a.batch, int64_t(kH) * kD, a.out_q8, a.out_qs, s);
 }
 
 }  // namespace
@@ -419,6 +453,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   if (a.window_row0 && a.window_ptrs)
     return fail("decode_attention: window_ptrs is for the ring mode only (no window_row0)");
   if (a.split_rows <= 0 || a.split_rows % kTile) return fail("decode_attention: split_rows must be a multiple of 64");
+  if (!a.out_q8 != !a.out_qs) return fail("decode_attention: out_q8 and out_qs go together");
   if (a.max_rows > kRing && ((!a.index && !a.index_is_prefix) || (!a.entries && !a.entry_ptrs)))
     return fail("decode_attention: compressed rows need index (or index_is_prefix) and entries (or entry_ptrs)");
   const int max_splits = host_max_splits(a);
@@ -434,7 +469,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
   const int hb = a.heads_per_block ? a.heads_per_block : heads_per_block(int64_t(a.batch) * max_splits);
   if (a.wgmma && hb == kH) {
     if (!launch_wgmma_splits(args, ws_o, ws_ml, max_splits, as_stream(stream))) return false;
-    return max_splits <= 1 || combine(args, ws_o, ws_ml, max_splits, as_stream(stream));
+    return finish(args, ws_o, ws_ml, max_splits, as_stream(stream));
   }
   if (!set_smem_attributes()) return false;
   auto* kernel = hb == 16 ? attn_split_kernel<16> : attn_split_kernel<kH>;
@@ -445,7 +480,7 @@ bool decode_attention(const DecodeAttnArgs& a, void* workspace, void* stream) {
                                                                                           max_splits, b0);
     if (!check_launch("decode_attention split")) return false;
   }
-  return max_splits <= 1 || combine(args, ws_o, ws_ml, max_splits, as_stream(stream));
+  return finish(args, ws_o, ws_ml, max_splits, as_stream(stream));
 }
 
 }  // namespace deepinfer::cuda

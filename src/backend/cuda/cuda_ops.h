@@ -204,6 +204,11 @@ struct DecodeAttnArgs {
   const int32_t* pos = nullptr;       // [batch]
   const float* inv_freq = nullptr;    // [32]
   uint16_t* out = nullptr;            // [batch, 64, 512] bf16
+  /// Optional (both or neither): out also quantised, exactly as quantize_act_fp8(out, bf16, batch,
+  /// 64 * 512, out_q8, out_qs) writes it (e4m3 [batch, 32768], scales [batch, 256]): by the split
+  /// merge where one runs (no launch of its own), else by that quantisation's launch.
+  uint8_t* out_q8 = nullptr;
+  float* out_qs = nullptr;
   int32_t batch = 0;
   int32_t max_rows = 0;               // host-side bound on n_window + n_index (sizes the grid)
   int32_t split_rows = 512;

@@ -206,12 +206,16 @@ Status Forward::decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec
   return Status::ok();
 }
 
-Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a) {
+Status Forward::attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, bool quantise_out) {
   const int64_t Bd = dec.n;
   const DecodeLayerPtrs& P = dec.layers[l];
   dc::DecodeAttnArgs t;
   t.q = a.q16, t.window_ptrs = P.rings, t.n_window = dec.nwin;
   t.sink = L.sinks.as<float>(), t.pos = a.pos, t.inv_freq = L.inv_freq.as<float>(), t.out = a.ao;
+  if (quantise_out) {
+    DI_ASSIGN_OR_RETURN(const auto q, grouped_input(Bd, L.wo_a, c_.o_groups));
+    t.out_q8 = q.first, t.out_qs = q.second;
+  }
   t.batch = static_cast<int32_t>(Bd);
   t.entry_ptrs = P.kv_entries;
   t.heads_per_block = tuning_.attn_heads_per_block;
@@ -283,16 +287,7 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
   const int iters = static_cast<int>(c_.hc_sinkhorn_iters);
   const float *base = hc.base.as<float>(), *scale = hc.scale.as<float>();
   const bool side = comb_on_side(a.T);
-  // The norm in hc_pre's launch: its packed forms where norm_pack would write them, else y alone
-  // (norm_pack_row without forms is rms_norm's arithmetic).
-  DI_ASSIGN_OR_RETURN(const bool packs, pack_buffers(a.T, c_.hidden, norm.n_out, norm.fp8, norm.bf16, norm.slots, norm.p));
-  dc::HcNormPack pk;
-  pk.weight = norm.w, pk.eps = eps, pk.y = norm.y;
-  if (packs) {
-    pk.q = const_cast<uint8_t*>(norm.p.q8), pk.scales = const_cast<float*>(norm.p.qs), pk.scales_t = norm.p.qs_t;
-    pk.y16 = const_cast<uint16_t*>(norm.p.x16);
-  }
-  pk.qe = norm.qe, pk.qes = norm.qes;
+  DI_ASSIGN_OR_RETURN(const dc::HcNormPack pk, hc_norm_pack(a.T, norm));
   DI_CUDA_TRY(dc::hc_pre(a.X, a.T, c_.hidden, hc.fn.as<float>(), base, scale, eps, hc_eps, iters, a.pre, a.post, a.comb,
                          a.xin, a.hcws, stream_, side, &pk, a.hc_partials));
   a.hc_partials = false;
@@ -300,6 +295,20 @@ Status Forward::hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm) {
   DI_TRY(fork(1, kCombLane));
   DI_CUDA_TRY(dc::hc_pre_comb(a.T, c_.hidden, base, scale, eps, hc_eps, iters, a.comb, a.hcws, side_[kCombLane]));
   return Status::ok();
+}
+
+Result<dc::HcNormPack> Forward::hc_norm_pack(int64_t T, const SubNorm& norm) {
+  // The norm in hc_pre's launch: its packed forms where norm_pack would write them, else y alone
+  // (norm_pack_row without forms is rms_norm's arithmetic).
+  DI_ASSIGN_OR_RETURN(const bool packs, pack_buffers(T, c_.hidden, norm.n_out, norm.fp8, norm.bf16, norm.slots, norm.p));
+  dc::HcNormPack pk;
+  pk.weight = norm.w, pk.eps = static_cast<float>(c_.rms_eps), pk.y = norm.y;
+  if (packs) {
+    pk.q = const_cast<uint8_t*>(norm.p.q8), pk.scales = const_cast<float*>(norm.p.qs), pk.scales_t = norm.p.qs_t;
+    pk.y16 = const_cast<uint16_t*>(norm.p.x16);
+  }
+  pk.qe = norm.qe, pk.qes = norm.qes;
+  return pk;
 }
 
 Status Forward::join_comb(const Acts& a) { return comb_on_side(a.T) ? join(1, kCombLane) : Status::ok(); }
@@ -369,13 +378,15 @@ Status Forward::attention(const GpuLayer& L, size_t l, std::span<const SeqRun> r
   }
   DI_TRY(join(kXnLanes));
   DI_TRY(mark(part::kAttnQ));
-  if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a));
+  // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b. A decode-only
+  // batch's attention output comes quantised for the grouped wo_a from the attention's merge.
+  const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
+  const bool ao_quantised = dec.n == T && grouped_applies(T, L.wo_a, G);
+  if (dec.n > 0) DI_TRY(attention_decode(L, l, dec, a, ao_quantised));
   for (size_t s = static_cast<size_t>(dec.n); s < runs.size(); ++s)
     DI_TRY(attention_seq(L, runs[s].state->layer(l), idx[s], a));
   DI_TRY(mark(part::kAttnCore));
-  // Grouped output: group g's heads -> o_lora_rank (wo_a rows of g), then wo_b.
-  const int64_t G = c_.o_groups, gk = H * D / G, OR = c_.o_lora_rank;
-  DI_ASSIGN_OR_RETURN(const bool grouped, linear_grouped(a.ao, T, L.wo_a, G, a.oa2));
+  DI_ASSIGN_OR_RETURN(const bool grouped, linear_grouped(a.ao, T, L.wo_a, G, a.oa2, ao_quantised));
   bool direct = false;  // past linear_grouped: wo_a's groups and wo_b's input with no transposed copies
   Packed wo_b_in;
   float* oa = nullptr;  // the groups' outputs [G, T, OR]
@@ -622,15 +633,16 @@ Status Forward::head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
     DI_CUDA_TRY(dc::copy_device_to_device(Xr + a.head_off[s] * n * d, a.X + first * n * d,
                                           static_cast<size_t>(r * n * d) * 4, stream_));
   }
-  const float eps = static_cast<float>(c_.rms_eps);
+  // The final norm (and the head's bf16 rows, or FP8 ones for an FP8 head) in hc_pre's launch.
+  Packed hnp;
+  DI_ASSIGN_OR_RETURN(const dc::HcNormPack pk,
+                      hc_norm_pack(a.head_rows, SubNorm{w_.norm.as<float>(), hn, V, w_.head.fp8, !w_.head.fp8,
+                                                        {kPackQ8, kPackQs, kPack16}, hnp}));
   DI_CUDA_TRY(dc::hc_pre(Xr, a.head_rows, d, w_.hc_head.fn.as<float>(), w_.hc_head.base.as<float>(),
-                         w_.hc_head.scale.as<float>(), eps, static_cast<float>(c_.hc_eps),
+                         w_.hc_head.scale.as<float>(), static_cast<float>(c_.rms_eps), static_cast<float>(c_.hc_eps),
                          static_cast<int>(c_.hc_sinkhorn_iters), a.pre, a.post, a.comb, hin, a.hcws, stream_, false,
-                         nullptr, a.hc_partials));
+                         &pk, a.hc_partials));
   a.hc_partials = false;
-  Packed hnp;  // the head's bf16 rows (or FP8 ones for an FP8 head)
-  DI_TRY(norm_pack(hin, a.head_rows, d, w_.norm.as<float>(), hn, V, w_.head.fp8, !w_.head.fp8,
-                   {kPackQ8, kPackQs, kPack16}, hnp));
   if (a.Nd > 0) DI_TRY(linear(hn, a.Nd, w_.head, a.logits, -1, &hnp));
   for (size_t s = static_cast<size_t>(a.Nd); s < runs.size(); ++s) {
     const int64_t r = (s + 1 < runs.size() ? a.head_off[s + 1] : a.head_rows) - a.head_off[s];

@@ -142,7 +142,15 @@ class Forward {
   /// times W rows [g*N, ..)). Returns false (nothing launched) where it does not apply
   /// (batch-invariant mode, M from the cuBLASLt threshold on when the wgmma kernel is off, M past
   /// kGroupedWgmmaMaxRows, a bf16 W): the caller then runs one linear per group.
-  Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y);
+  /// x_quantised: its e4m3 rows and scales are already in grouped_input's buffers (the decode
+  /// attention's merge writes them), so no quantisation here.
+  Result<bool> linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y,
+                              bool x_quantised);
+  /// Whether linear_grouped applies to M rows of W in G groups, and whether on the wgmma kernel.
+  bool grouped_applies(int64_t M, const GpuLinear& W, int64_t G) const;
+  bool grouped_wgmma(int64_t M, const GpuLinear& W, int64_t G) const;
+  /// linear_grouped's quantised input: e4m3 [M, G*K] and scales [M, G*K/128].
+  Result<std::pair<uint8_t*, float*>> grouped_input(int64_t M, const GpuLinear& W, int64_t G);
   /// Past linear_grouped's rows (prefill chunks), with tuning_.act_pack and cuBLASLt plans: the
   /// grouped wo_a with no transposed copies. x [T, G*K] bf16 is quantised once into group-major
   /// e4m3 (each group's rows contiguous, with its VEC128 scales), the G GEMMs (spread over the
@@ -181,6 +189,9 @@ class Forward {
   /// hc_pre (comb on the side lane where comb_on_side) and then the sub-layer's norm of its input,
   /// in hc_pre's launch (dc::HcNormPack): norm_pack's outputs, bit for bit.
   Status hc_pre_split(const GpuHc& hc, Acts& a, const SubNorm& norm);
+  /// The HcNormPack that has hc_pre write norm's outputs over T rows (its packed forms where
+  /// norm_pack would write them, else y alone).
+  Result<cuda::HcNormPack> hc_norm_pack(int64_t T, const SubNorm& norm);
   Status join_comb(const Acts& a);
   /// Where a sub-layer's closing post can make the next hc_pre's chunk partials (next: that hc_pre's
   /// site; tuning_.hc_post_partial; dc::hc_post_partial_fits): the HcNext to pass, with
@@ -198,7 +209,8 @@ class Forward {
                                  const Packed* p, cuda::CompressorStepArgs& q);
   Status decode_compress(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane);
   Status decode_index(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, int lane, int w_lane);
-  Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a);
+  /// quantise_out: the output's e4m3 rows and scales also written, into grouped_input's buffers.
+  Status attention_decode(const GpuLayer& L, size_t l, const DecodeBatch& dec, Acts& a, bool quantise_out);
   Status attention_seq(const GpuLayer& L, GpuLayerState& S, const SeqIdx& si, Acts& a);
   struct AttnIndex {  // HCA's visible-entry counts (its rows: every visible entry) and sliding layers' index
     const int32_t *hca_n, *swa_idx, *zeros;

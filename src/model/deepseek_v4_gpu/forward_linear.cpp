@@ -112,21 +112,35 @@ Status Forward::linear(const void* x, bool x_bf16, int64_t M, const GpuLinear& W
   return linear_bf16(x, x_bf16, M, W, r0, rows, y, lane, p);
 }
 
-Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y) {
-  // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
-  // blocks of wider rows, measured on the H200), so past the decode kernels the caller's per-group path.
+bool Forward::grouped_wgmma(int64_t M, const GpuLinear& W, int64_t G) const {
   // Past the decode rows, the wgmma kernel per 128 rows still beats cuBLASLt's G calls (each
   // about 15 us at any size, op bench fp8mid, H200).
-  const bool wg = fp8_wgmma_for(M, W.n / G) || (M > kWgmmaMaxRows && M <= kGroupedWgmmaMaxRows &&
-                                                 fp8_wgmma_for(std::max<int64_t>(kWgmmaMinRows, tuning_.fp8_wgmma_rows), 0));
-  if (!W.fp8 || c_.numerics.batch_invariant || M <= 0 || (M >= kLtMinRows && !wg)) return false;
+  return fp8_wgmma_for(M, W.n / G) || (M > kWgmmaMaxRows && M <= kGroupedWgmmaMaxRows &&
+                                       fp8_wgmma_for(std::max<int64_t>(kWgmmaMinRows, tuning_.fp8_wgmma_rows), 0));
+}
+
+bool Forward::grouped_applies(int64_t M, const GpuLinear& W, int64_t G) const {
+  // cuBLASLt's block-scaled FP8 GEMM takes no row stride here (no algorithm for x or y as column
+  // blocks of wider rows, measured on the H200), so past the decode kernels the caller's per-group path.
+  return W.fp8 && !c_.numerics.batch_invariant && M > 0 && (M < kLtMinRows || grouped_wgmma(M, W, G));
+}
+
+Result<std::pair<uint8_t*, float*>> Forward::grouped_input(int64_t M, const GpuLinear& W, int64_t G) {
+  DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * W.k));
+  DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * W.k / 128));
+  return std::pair<uint8_t*, float*>{q8, qs};
+}
+
+Result<bool> Forward::linear_grouped(const uint16_t* x, int64_t M, const GpuLinear& W, int64_t G, float* y,
+                                     bool x_quantised) {
+  if (!grouped_applies(M, W, G)) return false;
   const int64_t K = W.k;
-  DI_ASSIGN_OR_RETURN(uint8_t* q8, buf<uint8_t>(kQ8, M * G * K));
-  DI_ASSIGN_OR_RETURN(float* qs, buf<float>(kQs, M * G * K / 128));
-  DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
+  DI_ASSIGN_OR_RETURN(const auto xq, grouped_input(M, W, G));
+  const auto [q8, qs] = xq;
+  if (!x_quantised) DI_CUDA_TRY(dc::quantize_act_fp8(x, true, M, G * K, q8, qs, stream_));
   const dc::Fp8Weight w = W.fp8_rows(0, W.n);
   const int g = static_cast<int>(G);
-  if (!wg) {
+  if (!grouped_wgmma(M, W, G)) {
     DI_CUDA_TRY(dc::fp8_linear_grouped_skinny(q8, qs, M, w, g, y, stream_));
     return true;
   }
@@ -196,9 +210,10 @@ Status Forward::linear_bf16(const void* x, bool x_bf16, int64_t M, const GpuLine
   const int64_t call = c_.numerics.batch_invariant ? kBiRows : std::max(M, kBf16MinRows);
   const uint16_t* wp = W.data.as<uint16_t>() + r0 * K;
   // A few rows (decode), default mode: the GEMV kernel (its own sum order; batch-invariant mode keeps
-  // the one GEMM shape that prefill uses too). At 1-2 rows any width (the head: its first wave's
-  // weights stream during the last layer's tail; measured -3% / -4% a step at batch 1 / 2; at 8
-  // rows it was 12% slower than cuBLASLt's).
+  // the one GEMM shape that prefill uses too). At 1-4 rows any width (the head: its first wave's
+  // weights stream during the last layer's tail; measured -3% / -4% / -2% a step at batch 1 / 2 / 4;
+  // at 8 rows it was 12% slower than cuBLASLt's on an H200, 3% on an H100, and two columns a warp
+  // did not mend it).
   const int64_t gemv_n = tuning_.bf16_gemv_max_n != 0 ? tuning_.bf16_gemv_max_n
                          : M <= kBf16GemvAnyNRows    ? std::numeric_limits<int64_t>::max()
                                                      : kBf16GemvMaxN;

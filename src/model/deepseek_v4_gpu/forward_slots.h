@@ -21,7 +21,7 @@ static_assert(kSlotCount < 100, "Forward::ls gives lane l the slots 100 (l + 1) 
 
 inline constexpr int64_t kBf16MinRows = 16;   // cuBLASLt bf16 GEMMs run with at least this many rows
 inline constexpr int64_t kBf16GemvMaxN = 16384;  // CudaTuning::bf16_gemv_max_n 0: bf16 decode linears of up to this many outputs on the GEMV
-inline constexpr int64_t kBf16GemvAnyNRows = 2;  // ... and of any width (the head) at up to this many rows
+inline constexpr int64_t kBf16GemvAnyNRows = 4;  // ... and of any width (the head) at up to this many rows
 inline constexpr int64_t kMoeChunk = 1024;    // routed-expert chunk of the narrow kernels (their fp32 rows)
 // ... and of the wide ones: each chunk reads every routed expert's weights once (8 chunks of 1k
 // tokens read them 8 times), so a prefill of up to 8k tokens is one chunk (moe_sort_tokens sorts
