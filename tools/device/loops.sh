@@ -265,6 +265,21 @@ ncu_ab() {
   done
 }
 
+# ab_then_matrix BOX_S BENCH_S PEER_S: the exported BENCH_CONFIGS' rows (an A/B) within BOX_S
+# seconds, their logs as $FINAL/ab-logs.tgz, then the issue's matrix with its transformers peer
+# (plan_matrix.sh: BENCH_S / PEER_S boxes, BENCH_CONFIGS emptied, since left exported it would make
+# plan_matrix.sh re-run the A/B rows instead of the matrix).
+ab_then_matrix() {
+  run_benches "$BIN/deepinfer" "$1" | grep -E "rc=[1-9]" | cut -c1-150
+  bench_device_ms
+  tar czf "$FINAL/ab-logs.tgz" -C "$OUT" .
+  echo "a/b done ($((SECONDS - START)) s)"
+  case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
+    *H200*) export PEER_FILE=bench/results/peer-transformers-h200-matrix.json ;;
+  esac
+  BENCH_CONFIGS= OUT="$FINAL" BENCH_S=$2 PEER_S=$3 tools/device/plan_matrix.sh
+}
+
 # plan_finish: the scratch folder as $FINAL/logs.tgz, and the benches' JSON beside it where they
 # fit: a call brings back at most 8 files, so past 7 in all (logs.tgz counted) they stay in the
 # archive only (a run of 23 benches had lost logs.tgz itself to the limit). The limit counts every

@@ -22,15 +22,5 @@ export BENCH_CONFIGS="$(decode_ab_configs "b1 b2 b8 ep256 b1b b2b b8b")
 b2h $f4 --batch 2 --bf16-gemv-max-n 200000
 b4 $f4 --batch 4
 before-b4 $f4 --batch 4"
-run_benches "$BIN/deepinfer" 120 | grep -E "rc=[1-9]" | cut -c1-150
-bench_device_ms
-mkdir -p "$FINAL/ab" && cp "$OUT"/bench-*.json "$FINAL/ab/" 2>/dev/null
-tar czf "$FINAL/ab-logs.tgz" -C "$OUT" . && rm -rf "$FINAL/ab"
-echo "a/b done ($((SECONDS - START)) s)"
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
-  *H200*) export PEER_FILE=bench/results/peer-transformers-h200-matrix.json ;;
-esac
-# (BENCH_CONFIGS emptied: left exported, plan_matrix.sh re-ran the A/B above instead of the matrix,
-# as in this plan's only call)
-BENCH_CONFIGS= OUT="$FINAL" BENCH_S=${BENCH_S:-200} PEER_S=${PEER_S:-200} tools/device/plan_matrix.sh
+ab_then_matrix 120 "${BENCH_S:-200}" "${PEER_S:-200}"
 echo "done ($((SECONDS - START)) s)"

@@ -17,13 +17,5 @@ run_test_specs "20:cuda_attn_lt_test:*Quantised*:*HeadsPerBlock*:*DecodeMatches*
   "20:cuda_model_ops_test:*Bf16*" 60:cuda_v4_model_test 25:cuda_v4_synthetic_test 80:cuda_v4_engine_test
 echo "tests rc=${TEST_RC:-?} ($((SECONDS - START)) s)"
 export BENCH_CONFIGS="$(decode_ab_configs "b1 b2 b4 b8 ep256 b1b b8b")"
-run_benches "$BIN/deepinfer" 100 | grep -E "rc=[1-9]" | cut -c1-150
-bench_device_ms
-mkdir -p "$FINAL/ab" && cp "$OUT"/bench-*.json "$FINAL/ab/" 2>/dev/null
-tar czf "$FINAL/ab-logs.tgz" -C "$OUT" . && rm -rf "$FINAL/ab"
-echo "a/b done ($((SECONDS - START)) s)"
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in
-  *H200*) export PEER_FILE=bench/results/peer-transformers-h200-matrix.json ;;
-esac
-BENCH_CONFIGS= OUT="$FINAL" BENCH_S=${BENCH_S:-190} PEER_S=${PEER_S:-150} tools/device/plan_matrix.sh
+ab_then_matrix 100 "${BENCH_S:-190}" "${PEER_S:-150}"
 echo "done ($((SECONDS - START)) s)"
