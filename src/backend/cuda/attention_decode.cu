@@ -292,9 +292,8 @@ __device__ __forceinline__ void quant_block_heads(const DecodeAttnArgs& a, int b
   const size_t row = size_t(b) * kCols;
   for (int u = warp; u < kUnits; u += kCombineThreads / 32) {
     const int c = blockIdx.y * kCombineHeads * kD + u * 128 + lane * 4;
-    const uint2 raw = *reinterpret_cast<const uint2*>(a.out + row + c);
-    const float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u),
-                        __uint_as_float(raw.y << 16), __uint_as_float(raw.y & 0xffff0000u)};
+    float v[4];
+    detail::bf16x4_to_float(*reinterpret_cast<const uint2*>(a.out + row + c), v);
     uint32_t packed;
     const float s = detail::quant4_e4m3_pow2(v, packed);
     *reinterpret_cast<uint32_t*>(a.out_q8 + row + c) = packed;

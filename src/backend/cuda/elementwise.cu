@@ -40,11 +40,7 @@ __global__ void quant_act_kernel(const void* __restrict__ x, int64_t M, int64_t 
     const int64_t c = (kb0 + u) * 128 + lane * 4;
     const int64_t off = kGroups == kGroupsIn ? group_major(row, c, M, kg) : row * K + c;
     if constexpr (kBf16) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + off);
-      v[u][0] = __uint_as_float(raw.x << 16);
-      v[u][1] = __uint_as_float(raw.x & 0xffff0000u);
-      v[u][2] = __uint_as_float(raw.y << 16);
-      v[u][3] = __uint_as_float(raw.y & 0xffff0000u);
+      detail::bf16x4_to_float(*reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(x) + off), v[u]);
     } else {
       const float4 f = *reinterpret_cast<const float4*>(static_cast<const float*>(x) + off);
       v[u][0] = f.x, v[u][1] = f.y, v[u][2] = f.z, v[u][3] = f.w;
