@@ -183,6 +183,20 @@ decode_ab_configs() {
   ab_sets "${2:-before}" "$lines"
 }
 
+# kernel_timeline_of NAME BOX_S BENCH_ARGS...: one `deepinfer bench --device cuda BENCH_ARGS` with
+# CUPTI's kernel records (libkernel_trace.so preloaded; $OUT/trace-NAME.csv, gzipped after) and its
+# last decode step's timeline (tools/device/kernel_timeline.py) into $FINAL/timeline-NAME.txt;
+# prints the timeline's first line.
+kernel_timeline_of() {
+  local name=$1 box=$2
+  shift 2
+  KERNEL_TRACE_OUT="$OUT/trace-$name.csv" LD_PRELOAD="$PWD/$BIN/libkernel_trace.so" timeout "$box" "$BIN/deepinfer" \
+    bench --device cuda "$@" > "$OUT/trace-bench-$name.txt" 2>&1
+  python3 tools/device/kernel_timeline.py "$OUT/trace-$name.csv" > "$FINAL/timeline-$name.txt" 2>&1
+  head -1 "$FINAL/timeline-$name.txt"
+  gzip -f "$OUT/trace-$name.csv"
+}
+
 # bench_device_ms: a line per bench run of this plan ($OUT/bench-NAME.txt): its name, the decode
 # step's device time and, for a prefill run, its prefill line.
 bench_device_ms() {

@@ -35,11 +35,9 @@ export BENCH_CONFIGS="$(decode_ab_configs "b1 b2 b4 b8" "base c e n")
 p8kprof --synthetic v4-flash:4 --batch 1 --prompt-len 8192 --gen-len 4 --profile"
 run_benches "$BIN/deepinfer" 130 | grep -E "rc=[1-9]" | cut -c1-150
 bench_device_ms
-sed -n '/parts/,$p' "$OUT/bench-p8kprof.txt" | head -40
-KERNEL_TRACE_OUT="$OUT/trace-b1.csv" LD_PRELOAD="$PWD/$BIN/libkernel_trace.so" timeout 30 "$BIN/deepinfer" bench \
-  --device cuda $f4 --batch 1 > "$OUT/trace-bench-b1.txt" 2>&1
-python3 tools/device/kernel_timeline.py "$OUT/trace-b1.csv" > "$FINAL/timeline-b1.txt" 2>&1
-head -12 "$FINAL/timeline-b1.txt"
-gzip -f "$OUT"/trace-b*.csv
+grep -E "^prefill|by part|^  " "$OUT/bench-p8kprof.txt" | cut -c1-130 | head -40
+# shellcheck disable=SC2086
+kernel_timeline_of b1 30 $f4 --batch 1
+head -12 "$FINAL/timeline-b1.txt" | tail -11
 plan_finish
 echo "done ($((SECONDS - START)) s)"
