@@ -506,6 +506,16 @@ TEST(CudaLayerOps, HashRouteDirectBitwise) {
       const auto w = download<float>(dw, T * K), w2 = download<float>(dw2, T * K);
       EXPECT_EQ(first_bit_mismatch(ex2, ex), -1) << "experts, d=" << d << " T=" << T;
       EXPECT_EQ(first_bit_mismatch(w2, w), -1) << "weights, d=" << d << " T=" << T;
+      // Either half alone (the decode step's early experts, h not read; the weights on their own)
+      Dev dex3(T * K * 4), dw3(T * K * 4);
+      ASSERT_TRUE(dc::hash_route_direct(nullptr, T, d, nullptr, di.as<int32_t>(), dt.as<int32_t>(), K, 1.5f,
+                                        dex3.as<int32_t>(), nullptr))
+          << dc::last_error();
+      ASSERT_TRUE(dc::hash_route_direct(dh.as<float>(), T, d, dg.as<uint16_t>(), di.as<int32_t>(), dt.as<int32_t>(), K,
+                                        1.5f, nullptr, dw3.as<float>()))
+          << dc::last_error();
+      EXPECT_EQ(first_bit_mismatch(download<int32_t>(dex3, T * K), ex), -1) << "experts alone, d=" << d << " T=" << T;
+      EXPECT_EQ(first_bit_mismatch(download<float>(dw3, T * K), w), -1) << "weights alone, d=" << d << " T=" << T;
       std::printf("hash_route_direct d=%lld k=%d T=%lld: experts %s, weights %s (first %g)\n", (long long)d, K,
                   (long long)T, ex2 == ex ? "equal" : "DIFFER", first_bit_mismatch(w2, w) < 0 ? "bitwise" : "DIFFER",
                   w2[0]);
@@ -517,6 +527,12 @@ TEST(CudaLayerOps, HashRouteDirectBitwise) {
   EXPECT_NE(dc::last_error().find("d <= 4096"), std::string::npos) << dc::last_error();
   EXPECT_FALSE(dc::hash_route_direct(any.as<float>(), 1, 4096, any.as<uint16_t>(), any.as<int32_t>(),
                                      any.as<int32_t>(), 0, 1.f, any.as<int32_t>(), any.as<float>()));
+  EXPECT_FALSE(dc::hash_route_direct(nullptr, 1, 4096, nullptr, any.as<int32_t>(), any.as<int32_t>(), 6, 1.f, nullptr,
+                                     any.as<float>()))
+      << "neither h nor experts";
+  EXPECT_FALSE(dc::hash_route_direct(any.as<float>(), 1, 4096, any.as<uint16_t>(), any.as<int32_t>(),
+                                     any.as<int32_t>(), 6, 1.f, any.as<int32_t>(), nullptr))
+      << "h without weights";
 }
 
 // moe_route_gemm's workspace (host arithmetic, runs without a device): GEMMs of at most 2048

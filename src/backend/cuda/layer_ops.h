@@ -82,7 +82,8 @@ bool moe_route(const float* h, int64_t T, int64_t d, const uint16_t* gate, int64
 /// Hash-routed layers in one launch: experts[t, j] = tid2eid[ids[t] * k + j] and their weights
 /// (hash_route, v4_ops.h) from only those k logits, each the bits moe_route's kernel gives it
 /// (router_logits_kernel's order; not moe_route_gemm's). Requires d % 256 == 0, d <= 4096,
-/// 1 <= k <= 16; ids must lie in tid2eid's rows.
+/// 1 <= k <= 16; ids must lie in tid2eid's rows. Either half alone: h null, the experts only (no
+/// activation read, so it may run before h is made); experts null, the weights only.
 bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gate, const int32_t* ids,
                        const int32_t* tid2eid, int k, float scaling, int32_t* experts, float* weights,
                        void* stream = nullptr);

@@ -265,6 +265,11 @@ __global__ void __launch_bounds__(32 * 16) hash_route_direct_kernel(const float*
   __shared__ float sc[16];
   const int t = blockIdx.x, j = threadIdx.x >> 5, lane = threadIdx.x & 31, steps = d / 256;
   const int32_t e = tid2eid[int64_t(ids[t]) * k + j];
+  if (!h) {  // the experts alone: they need no activation, so no wait either
+    if (lane == 0) experts[int64_t(t) * k + j] = e;
+    detail::pdl_trigger();
+    return;
+  }
   const uint16_t* gr = gate + int64_t(e) * d + lane * 8;
   uint2 g[kHashMaxD / 256][2];
 #pragma unroll
@@ -291,7 +296,7 @@ __global__ void __launch_bounds__(32 * 16) hash_route_direct_kernel(const float*
   if (lane == 0) {
     const float sp = l > 20.f ? l : log1pf(expf(l));
     sc[j] = sqrtf(sp);
-    experts[int64_t(t) * k + j] = e;
+    if (experts) experts[int64_t(t) * k + j] = e;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -310,7 +315,7 @@ bool hash_route_direct(const float* h, int64_t T, int64_t d, const uint16_t* gat
                 std::to_string(k) + ")");
   if (T <= 0) return true;
   if (T > 0x7fffffff) return fail("hash_route_direct: T too large");
-  if (!h || !gate || !ids || !tid2eid || !experts || !weights) return fail("hash_route_direct: null argument");
+  if (!ids || !tid2eid || (!h && !experts) || (h && (!gate || !weights))) return fail("hash_route_direct: null argument");
   detail::launch_pdl(hash_route_direct_kernel, static_cast<unsigned>(T), 32 * k, 0, as_stream(stream), h,
                      static_cast<int>(d), gate, ids, tid2eid, k, scaling, experts, weights);
   return check_launch("hash_route_direct_kernel");

@@ -463,6 +463,7 @@ Status Forward::body(std::span<const SeqRun> runs, const std::vector<SeqIdx>& id
   DI_CUDA_TRY(dc::expand_streams(a.e, a.T, d, static_cast<int>(n), a.X, stream_));
   DI_TRY(mark(part::kEmbedding));
   for (size_t l = 0; l < w_.layers.size(); ++l) {
+    DI_TRY(moe_hash_early(w_.layers[l], a).with_context("layer " + std::to_string(l) + " hash route"));
     DI_TRY(attention(w_.layers[l], l, runs, idx, dec, a).with_context("layer " + std::to_string(l) + " attention"));
     const GpuHc* next_hc = l + 1 < w_.layers.size() ? &w_.layers[l + 1].hc_attn
                            : decode_only(runs, a)   ? &w_.hc_head  // the head reads X's rows as they are

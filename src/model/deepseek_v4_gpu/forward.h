@@ -233,6 +233,38 @@ class Forward {
   /// layer the head's for a decode-only batch, else null): at decode sizes the MoE's closing post
   /// makes its partials (hc_next).
   Status moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a);
+  /// A MoE's routing buffers over T tokens in chunks of Tm (their slots: the same pointers at every
+  /// call of a forward), and whether the norm writes the experts' e4m3 rows (rows_by_norm).
+  struct MoeBufs {
+    int64_t from = 0, Tm = 0, Rm = 0;  // wide_experts_from; chunk tokens; chunk rows (Tm x top-k)
+    bool can_wide = false, rows_by_norm = false;
+    int32_t *experts = nullptr, *slot_pos = nullptr, *offsets = nullptr, *row_token = nullptr;
+    float *lws = nullptr, *wts = nullptr, *yp = nullptr;
+    void* sort_ws = nullptr;
+    cuda::Mxfp4Group *g13 = nullptr, *g2 = nullptr;
+    struct Narrow {  // the narrow expert kernels' fp32 rows (null for the wide kernels)
+      float *xp = nullptr, *gp = nullptr, *up = nullptr, *ap = nullptr;
+    };
+  };
+  Result<MoeBufs> moe_bufs(const GpuLayer& L, int64_t T);
+  Result<MoeBufs::Narrow> moe_narrow_rows(const MoeBufs& b, bool wide);
+  /// A chunk of n tokens' expert groups from b.experts (sorted first past one block), on stream s.
+  Status moe_groups(const GpuLayer& L, const MoeBufs& b, int64_t n, void* s);
+  /// Whether n tokens route through moe_route_gemm (prefill sizes; never in batch-invariant mode).
+  bool route_gemm_for(int64_t n) const;
+  /// Whether layer L's hash route over T tokens splits (one chunk with rows_by_norm, the direct
+  /// route): the experts (from the token ids alone) and their groups by moe_hash_early before the
+  /// layer's attention, the weights after hc_pre on a lane of their own; w13 then waits for hc_pre only.
+  bool hash_early(const GpuLayer& L, const MoeBufs& b, int64_t T) const;
+  Status moe_hash_early(const GpuLayer& L, Acts& a);
+  /// moe_hash_early's lane: free at decode (the attention's lanes are 0-4, the Sinkhorn's 6; 5 serves
+  /// only the per-group wo_a of prefill chunks).
+  static constexpr int kHashLane = 5;
+  static_assert(kHashLane >= kXnLanes && kHashLane < kCombLane, "a lane of its own");
+  /// hash_early up to this many tokens: measured at batch 1-8 (H100, against e04bd48: batch 4
+  /// -0.8%, 8 -0.6%, 1 and 2 within noise); the EP step's 256 tokens ran it once at +0.7% (25.85
+  /// -> 26.03 ms, one run each), so larger batches keep the route in line, as kCombSideMaxT does.
+  static constexpr int64_t kHashEarlyMaxT = 64;
   /// Every run decodes one row: the head's rows are X's first a.Nd rows, in order.
   static bool decode_only(std::span<const SeqRun> runs, const Acts& a);
   Status head(std::span<const SeqRun> runs, const std::vector<SeqIdx>& idx, Acts& a);

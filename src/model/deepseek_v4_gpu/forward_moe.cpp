@@ -61,30 +61,113 @@ Forward::MoeChunk Forward::moe_chunk(const GpuLayer& L, int64_t R) const {
   return c;
 }
 
+Result<Forward::MoeBufs> Forward::moe_bufs(const GpuLayer& L, int64_t T) {
+  const int64_t d = c_.hidden, E = c_.n_routed_experts, k = c_.experts_per_tok;
+  MoeBufs b;
+  // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
+  b.from = wide_experts_from(L);
+  b.can_wide = b.from != std::numeric_limits<int64_t>::max();
+  b.Tm = std::min(T, b.can_wide ? kMoeWideChunk : kMoeChunk), b.Rm = b.Tm * k;
+  // One chunk on the FP8 kernels with groups built in one block, below hc_pre's one-launch limit
+  // (decode steps, short prefills): the norm's launch writes the experts' e4m3 rows, one per token,
+  // and the w13 kernel reads each group row's token (moe_build_groups' row_token): no
+  // moe_rows_fp8 launch between the routing and the experts, T rows quantised instead of T x k.
+  b.rows_by_norm = tuning_.act_pack && b.Tm == T && T <= dc::kHcPreOneLaunchMaxT &&
+                   b.Rm <= dc::moe_build_groups_max_slots() && moe_chunk(L, b.Rm).fp8;
+  if (b.rows_by_norm) {
+    DI_ASSIGN_OR_RETURN(b.row_token, buf<int32_t>(kRowTok, b.Rm));
+  }
+  const int G = dc::moe_max_groups(b.Tm, static_cast<int>(k), E);
+  // Past moe_build_groups' one-block limit, moe_sort_tokens sorts the rows first.
+  if (b.Rm > dc::moe_build_groups_max_slots()) {
+    DI_ASSIGN_OR_RETURN(b.offsets, buf<int32_t>(kMoeOff, E + 1));
+    DI_ASSIGN_OR_RETURN(b.sort_ws, scratch_.get(kSortWs, dc::moe_sort_tokens_workspace_bytes(b.Tm, k, E)));
+  }
+  DI_ASSIGN_OR_RETURN(b.lws, buf<float>(kLogitsWs, b.Tm * E));
+  DI_ASSIGN_OR_RETURN(b.experts, buf<int32_t>(kExperts, b.Rm));
+  DI_ASSIGN_OR_RETURN(b.wts, buf<float>(kWts, b.Rm));
+  DI_ASSIGN_OR_RETURN(b.slot_pos, buf<int32_t>(kSlotPos, b.Rm));
+  DI_ASSIGN_OR_RETURN(b.yp, buf<float>(kYp, b.Rm * d));
+  DI_ASSIGN_OR_RETURN(b.g13, buf<dc::Mxfp4Group>(kG13, 2 * int64_t(G)));
+  DI_ASSIGN_OR_RETURN(b.g2, buf<dc::Mxfp4Group>(kG2, G));
+  return b;
+}
+
+Result<Forward::MoeBufs::Narrow> Forward::moe_narrow_rows(const MoeBufs& b, bool wide) {
+  // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
+  // With the wide kernels on, sized at once for every narrow chunk (below their threshold), so
+  // they grow once: a workspace that moves drops the captured graphs.
+  MoeBufs::Narrow r;
+  if (wide) return r;
+  const int64_t d = c_.hidden, I = c_.moe_inter, k = c_.experts_per_tok;
+  const int64_t rows = !b.can_wide ? b.Rm : std::max(std::min(b.Rm, b.from), std::min<int64_t>(b.from, kMoeChunk * k));
+  DI_ASSIGN_OR_RETURN(r.xp, buf<float>(kXp, rows * d));
+  DI_ASSIGN_OR_RETURN(r.gp, buf<float>(kGp, rows * I));
+  DI_ASSIGN_OR_RETURN(r.up, buf<float>(kUp, rows * I));
+  DI_ASSIGN_OR_RETURN(r.ap, buf<float>(kAp, rows * I));
+  return r;
+}
+
+Status Forward::moe_groups(const GpuLayer& L, const MoeBufs& b, int64_t n, void* s) {
+  const int64_t E = c_.n_routed_experts;
+  const int k = static_cast<int>(c_.experts_per_tok);
+  const MoeChunk c = moe_chunk(L, n * k);
+  DI_ASSIGN_OR_RETURN(const MoeBufs::Narrow r, moe_narrow_rows(b, c.wide));
+  const bool sorted = n * k > dc::moe_build_groups_max_slots();
+  if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(b.experts, n, k, E, b.offsets, b.slot_pos, b.sort_ws, s));
+  DI_CUDA_TRY(dc::moe_build_groups(b.experts, n, k, E, L.expert_ptrs.as<dc::ExpertPtrs>(), r.xp, r.gp, r.up, r.ap, b.yp,
+                                   c_.hidden, c_.moe_inter, dc::moe_max_groups(n, k, E, c.gr), b.slot_pos, b.g13, b.g2,
+                                   s, c.gr, sorted ? b.offsets : nullptr, b.rows_by_norm ? b.row_token : nullptr));
+  return Status::ok();
+}
+
+bool Forward::route_gemm_for(int64_t n) const {
+  const int64_t rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
+  return !c_.numerics.batch_invariant && rows >= 0 && n > rows;
+}
+
+bool Forward::hash_early(const GpuLayer& L, const MoeBufs& b, int64_t T) const {
+  return L.hash && T <= kHashEarlyMaxT && b.rows_by_norm && !route_gemm_for(T) &&
+         dc::hash_route_direct_fits(c_.hidden, static_cast<int>(c_.experts_per_tok));
+}
+
+Status Forward::moe_hash_early(const GpuLayer& L, Acts& a) {
+  DI_ASSIGN_OR_RETURN(const MoeBufs b, moe_bufs(L, a.T));
+  if (!hash_early(L, b, a.T)) return Status::ok();
+  // After the last layer's combine (the main stream's work so far): its groups are consumed.
+  DI_TRY(fork(1, kHashLane));
+  DI_CUDA_TRY(dc::hash_route_direct(nullptr, a.T, c_.hidden, nullptr, a.ids, L.tid2eid.as<int32_t>(),
+                                    static_cast<int>(c_.experts_per_tok), 0.f, b.experts, nullptr, st(kHashLane)));
+  return moe_groups(L, b, a.T, st(kHashLane));
+}
+
 Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   const int64_t T = a.T, d = c_.hidden, I = c_.moe_inter, E = c_.n_routed_experts;
   const int k = static_cast<int>(c_.experts_per_tok);
   const float limit = static_cast<float>(c_.swiglu_limit);
   const float scaling = static_cast<float>(c_.routed_scaling);
-  // Routed experts (MXFP4), in chunks of tokens: kMoeWideChunk where the wide kernels may run.
-  const int64_t from = wide_experts_from(L);
-  const bool can_wide = from != std::numeric_limits<int64_t>::max();
-  const int64_t Tm = std::min(T, can_wide ? kMoeWideChunk : kMoeChunk), Rm = Tm * k;
-  // One chunk on the FP8 kernels with groups built in one block, below hc_pre's one-launch limit
-  // (decode steps, short prefills): the norm's launch writes the experts' e4m3 rows, one per token,
-  // and the w13 kernel reads each group row's token (moe_build_groups' row_token): no
-  // moe_rows_fp8 launch between the routing and the experts, T rows quantised instead of T x k.
-  const bool rows_by_norm = tuning_.act_pack && Tm == T && T <= dc::kHcPreOneLaunchMaxT &&
-                            Rm <= dc::moe_build_groups_max_slots() && moe_chunk(L, Rm).fp8;
+  DI_ASSIGN_OR_RETURN(const MoeBufs b, moe_bufs(L, T));
+  const int64_t Tm = b.Tm, Rm = b.Rm;
+  const bool rows_by_norm = b.rows_by_norm;
+  int32_t *const experts = b.experts, *const slot_pos = b.slot_pos, *const row_token = b.row_token;
+  float *const lws = b.lws, *const wts = b.wts, *const yp = b.yp;
+  dc::Mxfp4Group *const g13 = b.g13, *const g2 = b.g2;
   SubNorm sub{L.ffn_norm.as<float>(), a.h, L.sh_w13.n, L.sh_w13.fp8, false, {kPackQ8, kPackQs, kPack16}, a.hp};
-  int32_t* row_token = nullptr;
   if (rows_by_norm) {
     DI_ASSIGN_OR_RETURN(sub.qe, buf<uint8_t>(kXe8, T * d));
     DI_ASSIGN_OR_RETURN(sub.qes, buf<float>(kXes8, T * d / 128));
-    DI_ASSIGN_OR_RETURN(row_token, buf<int32_t>(kRowTok, Rm));
   }
+  // A hash layer's experts and groups may come from moe_hash_early (lane kHashLane, launched before
+  // the layer's attention); then only the weights read h: on lane 2, joined before the combine,
+  // so w13 waits for hc_pre alone.
+  const bool early = hash_early(L, b, T);
   DI_TRY(hc_pre_split(L.hc_ffn, a, sub));
   DI_TRY(mark(part::kMoePre));
+  if (early) {
+    DI_TRY(fork(1, 2));
+    DI_CUDA_TRY(dc::hash_route_direct(a.h, T, d, L.gate.as<uint16_t>(), a.ids, L.tid2eid.as<int32_t>(), k, scaling,
+                                      nullptr, wts, st(2)));
+  }
   // Shared expert (FP8: w1 and w3 as one GEMM into [gate | up] rows, clamped SwiGLU, w2) on a side
   // stream, joined before the combine.
   DI_TRY(fork(1));
@@ -92,47 +175,23 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
   DI_CUDA_TRY(dc::swiglu(a.sgu, a.sgu + I, 2 * I, T, I, limit, a.sa, st(0)));
   DI_TRY(linear(a.sa, T, L.sh_w2, a.sy, 0));
   DI_TRY(mark(part::kMoeShared));
-  const int G = dc::moe_max_groups(Tm, k, E);
-  // Past moe_build_groups' one-block limit, moe_sort_tokens sorts the rows first.
-  int32_t* offsets = nullptr;
-  void* sort_ws = nullptr;
-  if (Rm > dc::moe_build_groups_max_slots()) {
-    DI_ASSIGN_OR_RETURN(offsets, buf<int32_t>(kMoeOff, E + 1));
-    DI_ASSIGN_OR_RETURN(sort_ws, scratch_.get(kSortWs, dc::moe_sort_tokens_workspace_bytes(Tm, k, E)));
-  }
-  DI_ASSIGN_OR_RETURN(float* lws, buf<float>(kLogitsWs, Tm * E));
-  DI_ASSIGN_OR_RETURN(int32_t* experts, buf<int32_t>(kExperts, Rm));
-  DI_ASSIGN_OR_RETURN(float* wts, buf<float>(kWts, Rm));
-  DI_ASSIGN_OR_RETURN(int32_t* slot_pos, buf<int32_t>(kSlotPos, Rm));
-  DI_ASSIGN_OR_RETURN(float* yp, buf<float>(kYp, Rm * d));
-  DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g13, buf<dc::Mxfp4Group>(kG13, 2 * int64_t(G)));
-  DI_ASSIGN_OR_RETURN(dc::Mxfp4Group* g2, buf<dc::Mxfp4Group>(kG2, G));
-  const auto* ptrs = L.expert_ptrs.as<dc::ExpertPtrs>();
   for (int64_t t0 = 0; t0 < T; t0 += Tm) {
     const int64_t n = std::min(Tm, T - t0), R = n * k;
     const float* h = a.h + t0 * d;
     const auto [wide, wg, gr, fp8] = moe_chunk(L, R);
     const int gn = dc::moe_max_groups(n, k, E, gr);
     const int mm = static_cast<int>(std::min<int64_t>(n, gr));
-    // The narrow kernels' fp32 rows (x, gate, up, activation); the wide ones use fp16 rows only.
-    // With the wide kernels on, sized at once for every narrow chunk (below their threshold), so
-    // they grow once: a workspace that moves drops the captured graphs.
-    float *xp = nullptr, *gp = nullptr, *up = nullptr, *ap = nullptr;
-    if (!wide) {
-      const int64_t rows = !can_wide ? Rm : std::max(std::min(Rm, from), std::min<int64_t>(from, kMoeChunk * k));
-      DI_ASSIGN_OR_RETURN(xp, buf<float>(kXp, rows * d));
-      DI_ASSIGN_OR_RETURN(gp, buf<float>(kGp, rows * I));
-      DI_ASSIGN_OR_RETURN(up, buf<float>(kUp, rows * I));
-      DI_ASSIGN_OR_RETURN(ap, buf<float>(kAp, rows * I));
-    }
+    DI_ASSIGN_OR_RETURN(const MoeBufs::Narrow nr, moe_narrow_rows(b, wide));
+    float *const xp = nr.xp, *const gp = nr.gp, *const up = nr.up, *const ap = nr.ap;
     // Hash layers: the router's logits only (hash_route's weights); tid2eid picks the experts.
     int32_t* const chosen = L.hash ? nullptr : experts;
     float* const chosen_wts = L.hash ? nullptr : wts;
-    const int64_t route_gemm_rows = tuning_.route_gemm_rows != 0 ? tuning_.route_gemm_rows : kRouteGemmRows;
-    const bool route_gemm = !c_.numerics.batch_invariant && route_gemm_rows >= 0 && n > route_gemm_rows;
+    const bool route_gemm = route_gemm_for(n);
     // only the k picked logits, moe_route's bits
     const bool hash_direct = L.hash && !route_gemm && dc::hash_route_direct_fits(d, k);
-    if (hash_direct) {
+    if (early) {
+      DI_TRY(join(1, kHashLane));  // its groups
+    } else if (hash_direct) {
       DI_CUDA_TRY(dc::hash_route_direct(h, n, d, L.gate.as<uint16_t>(), a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling,
                                         experts, wts, stream_));
     } else if (route_gemm) {
@@ -145,10 +204,7 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
     }
     if (L.hash && !hash_direct)
       DI_CUDA_TRY(dc::hash_route(lws, n, E, a.ids + t0, L.tid2eid.as<int32_t>(), k, scaling, experts, wts, stream_));
-    const bool sorted = R > dc::moe_build_groups_max_slots();
-    if (sorted) DI_CUDA_TRY(dc::moe_sort_tokens(experts, n, k, E, offsets, slot_pos, sort_ws, stream_));
-    DI_CUDA_TRY(dc::moe_build_groups(experts, n, k, E, ptrs, xp, gp, up, ap, yp, d, I, gn, slot_pos, g13, g2, stream_,
-                                     gr, sorted ? offsets : nullptr, rows_by_norm ? row_token : nullptr));
+    if (!early) DI_TRY(moe_groups(L, b, n, stream_));
     const dc::Mxfp4Layout layout = L.experts_tiled ? dc::Mxfp4Layout::tiles64 : dc::Mxfp4Layout::rows;
     if (fp8) {
       DI_ASSIGN_OR_RETURN(float* a32, buf<float>(kA32, Rm * I));
@@ -190,9 +246,10 @@ Status Forward::moe(const GpuLayer& L, const GpuHc* next_hc, Acts& a) {
       DI_CUDA_TRY(dc::mxfp4_linear_grouped(g2, gn, mm, d, I, layout, stream_));
     }
     DI_TRY(mark(part::kMoeExperts));
-    if (t0 == 0) {  // the shared expert's lane and the Sinkhorn's
+    if (t0 == 0) {  // the shared expert's lane and the Sinkhorn's (and the early hash weights')
       DI_TRY(join(1));
       DI_TRY(join_comb(a));
+      if (early) DI_TRY(join(1, 2));
     }
     // The combine and the mHC post in one pass over the chunk's tokens (their X rows are not read
     // again in this layer: the later chunks' experts read h).
