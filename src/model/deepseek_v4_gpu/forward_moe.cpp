@@ -132,6 +132,7 @@ bool Forward::hash_early(const GpuLayer& L, const MoeBufs& b, int64_t T) const {
 }
 
 Status Forward::moe_hash_early(const GpuLayer& L, Acts& a) {
+  if (!L.hash || a.T > kHashEarlyMaxT) return Status::ok();  // (no buffer lookups for the rest)
   DI_ASSIGN_OR_RETURN(const MoeBufs b, moe_bufs(L, a.T));
   if (!hash_early(L, b, a.T)) return Status::ok();
   // After the last layer's combine (the main stream's work so far): its groups are consumed.
